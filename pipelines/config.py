@@ -1,0 +1,135 @@
+"""Strict configuration: one ``params.yaml`` section read into a typed pydantic model.
+
+Every stage calls :func:`load_section` with the section name and its model class. Unknown keys
+and bad values raise :class:`ConfigError`, whose message names the file, the line of the key and
+what to change, e.g.::
+
+    params.yaml:42: tagging.team.failure_policy: Input should be 'no' or 'semantic'
+      (got 'maybe'). Fix the value in params.yaml or override it with `dvc exp run -S ...`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+
+class StrictModel(BaseModel):
+    """Base for every config model: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+class ConfigError(ValueError):
+    """A params file that cannot be used; the message says where and how to fix it."""
+
+
+def _key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Map every mapping key path in a YAML document to its 1-based line number."""
+    lines: dict[tuple[str, ...], int] = {}
+
+    def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key_path = path + (str(key_node.value),)
+                lines[key_path] = key_node.start_mark.line + 1
+                walk(value_node, key_path)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                lines[path + (str(index),)] = item.start_mark.line + 1
+                walk(item, path + (str(index),))
+
+    root = yaml.compose(text)
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def _locate(lines: dict[tuple[str, ...], int], path: tuple[str, ...]) -> int | None:
+    """Line of the deepest existing prefix of ``path`` (a missing key points at its parent)."""
+    for cut in range(len(path), 0, -1):
+        if path[:cut] in lines:
+            return lines[path[:cut]]
+    return None
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; a syntax error becomes a :class:`ConfigError` naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: file not found; run from the project root or pass --params") from exc
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: invalid YAML ({exc}); fix the syntax") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    return data
+
+
+def validate_section(
+    data: Any, model: type[T], *, section: str, source: str = "params.yaml", text: str | None = None
+) -> T:
+    """Validate ``data`` as ``model``; on failure raise one ConfigError listing every problem."""
+    try:
+        return model.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        lines = _key_lines(text) if text else {}
+        problems = []
+        for err in exc.errors():
+            loc = tuple(str(part) for part in err["loc"])
+            dotted = ".".join((section,) + loc)
+            line = _locate(lines, tuple(section.split(".")) + loc)
+            where = f"{source}:{line}" if line else source
+            if err["type"] == "extra_forbidden":
+                allowed = ", ".join(sorted(_fields_at(model, loc[:-1]))) or "none"
+                hint = f"unknown key; remove it or use one of: {allowed}"
+            elif err["type"] == "missing":
+                hint = "required key is missing; add it"
+            else:
+                hint = f"{err['msg']} (got {err.get('input')!r}); fix the value"
+            problems.append(f"{where}: {dotted}: {hint}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
+    """Field names of the nested model reached by ``loc`` (best effort, for error hints)."""
+    current: Any = model
+    for part in loc:
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        annotation = fields[part].annotation
+        current = annotation if isinstance(annotation, type) else _first_model(annotation)
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def _first_model(annotation: Any) -> type[BaseModel] | None:
+    for arg in getattr(annotation, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
+def load_section(section: str, model: type[T], params_path: Path | str = DEFAULT_PARAMS) -> T:
+    """Read ``section`` (dotted for nesting, e.g. ``train.sft``) of a params file into ``model``."""
+    path = Path(params_path)
+    data = read_yaml(path)
+    node: Any = data
+    for part in section.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"{path}: section '{section}' is missing; add it (see README, Configuration)")
+        node = node[part]
+    return validate_section(node, model, section=section, source=str(path), text=path.read_text("utf-8"))

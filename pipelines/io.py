@@ -1,0 +1,65 @@
+"""Atomic file writing: a killed stage never leaves a half-written output behind.
+
+Every writer goes to a temporary file in the same folder and ``os.replace``-s it into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+
+@contextmanager
+def atomic_open(path: Path | str, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[TextIO]:
+    """Open a temporary sibling of ``path`` for writing; on success rename it onto ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_json_atomic(path: Path | str, data: Any) -> None:
+    """Write ``data`` as indented UTF-8 JSON, atomically."""
+    with atomic_open(path) as handle:
+        json.dump(data, handle, ensure_ascii=False, indent=2, sort_keys=False)
+        handle.write("\n")
+
+
+def write_jsonl_atomic(path: Path | str, rows: Iterable[dict[str, Any]]) -> int:
+    """Write rows as JSON lines, atomically; returns the number of rows."""
+    count = 0
+    with atomic_open(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
+    """Read JSON lines; a bad line raises ValueError naming the file and line number."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg}); fix or remove the line") from exc
+    return rows

@@ -1,0 +1,1 @@
+"""Local model files: materialising the offline default models into ``models/base/``."""

@@ -1,0 +1,109 @@
+"""Experiment tracking: one W&B run per stage, offline unless the user configures W&B.
+
+``job_type`` is the stage name, ``group`` is ``DVC_EXP_NAME`` when DVC runs an experiment.
+W&B runs online only when ``WANDB_API_KEY`` is set or ``WANDB_MODE`` says so; otherwise runs are
+written offline under ``wandb/`` (sync them later with ``wandb sync``). Config values whose key
+looks secret (``api_key``, ``token``, ``password``, ``secret``) or whose value equals a secret
+from the environment are replaced by ``***`` before anything is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
+
+SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization)", re.I)
+SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.I)
+REDACTED = "***"
+
+
+def _secret_values() -> set[str]:
+    return {v for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v) >= 8}
+
+
+def scrub(value: Any, _secrets: set[str] | None = None) -> Any:
+    """A copy of ``value`` with secret-looking keys and any environment secret redacted."""
+    secrets = _secret_values() if _secrets is None else _secrets
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if SECRET_KEY.search(str(k)) and not str(k).endswith("_env") else scrub(v, secrets))
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [scrub(v, secrets) for v in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    return value
+
+
+def wandb_mode() -> str:
+    """``online`` when the user configured W&B, ``disabled`` when asked, else ``offline``."""
+    mode = os.environ.get("WANDB_MODE")
+    if mode:
+        return mode
+    return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+
+
+class StageRun:
+    """Handle given to a stage: ``log_metrics`` goes to the W&B run (if any) as summary values."""
+
+    def __init__(self, run: Any | None):
+        self.run = run
+
+    def log_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
+        flat = _flatten(metrics, prefix)
+        if self.run is not None:
+            self.run.log(flat)
+            for key, value in flat.items():
+                self.run.summary[key] = value
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{name}/"))
+        elif isinstance(value, (int, float, bool)):
+            out[name] = value
+    return out
+
+
+@contextmanager
+def stage_run(stage: str, params: dict[str, Any], *, project: str | None = None) -> Iterator[StageRun]:
+    """Open one W&B run for ``stage`` with scrubbed ``params``; tracking never breaks a stage.
+
+    Set ``EDUMAS_TRACKING=0`` to switch tracking off entirely (the tests do).
+    """
+    if os.environ.get("EDUMAS_TRACKING", "1") == "0" or wandb_mode() == "disabled":
+        yield StageRun(None)
+        return
+    run = None
+    try:
+        import wandb
+
+        os.environ.setdefault("WANDB_SILENT", "true")
+        run = wandb.init(
+            project=project or os.environ.get("WANDB_PROJECT", "edumas"),
+            job_type=stage,
+            group=os.environ.get("DVC_EXP_NAME") or None,
+            name=f"{stage}-{os.environ['DVC_EXP_NAME']}" if os.environ.get("DVC_EXP_NAME") else None,
+            config=scrub(params),
+            mode=wandb_mode(),
+            reinit="finish_previous",
+        )
+    except Exception as exc:  # tracking must never stop the pipeline
+        log.warning("W&B tracking disabled for stage %s: %s", stage, exc)
+        run = None
+    try:
+        yield StageRun(run)
+    finally:
+        if run is not None:
+            run.finish()

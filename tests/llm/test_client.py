@@ -1,0 +1,151 @@
+"""The chat interface, request cache and usage accounting, on the scripted backend."""
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pipelines.llm.cache import RequestCache, request_key
+from pipelines.llm.client import LLM, LLMRuntime
+from pipelines.llm.config import LLMConfig
+from pipelines.llm.scripted import ScriptedBackend
+from pipelines.llm.types import LLMError, SamplingParams
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def echo_backend(**kwargs):
+    return ScriptedBackend([(r"user: (.*)", lambda m: "echo " + m[-1]["content"])], **kwargs)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_chat_returns_text_finish_reason_usage_and_n_choices():
+    llm = LLM(echo_backend())
+    result = run(llm.chat([{"role": "user", "content": "two words"}], SamplingParams(n=3)))
+    assert result.text == "echo two words"
+    assert result.finish_reason == "stop"
+    assert len(result.choices) == 3
+    assert result.usage.completion_tokens == 9
+
+
+def test_cache_replays_and_key_separates_model_params_and_index(tmp_path):
+    backend = echo_backend()
+    cache = RequestCache(tmp_path / "c.sqlite")
+    llm = LLM(backend, cache=cache, role="solver")
+    msgs = [{"role": "user", "content": "hello"}]
+    first = run(llm.chat(msgs))
+    again = run(llm.chat(msgs))
+    assert len(backend.calls) == 1 and again.cached and again.text == first.text
+    run(llm.chat(msgs, sample_index=1))
+    run(llm.chat(msgs, SamplingParams(temperature=0.7)))
+    assert len(backend.calls) == 3
+    assert request_key("a", msgs, SamplingParams(), 0) != request_key("b", msgs, SamplingParams(), 0)
+    summary = llm.accounting.summary()["solver"]
+    assert summary["calls"] == 4 and summary["cache_hits"] == 1 and summary["errors"] == 0
+    assert summary["prompt_tokens"] == 4 * 2
+
+
+def test_errors_are_counted_and_raised():
+    llm = LLM(ScriptedBackend([("never-matches", "x")]), role="judge")
+    with pytest.raises(LLMError, match="no rule matches"):
+        run(llm.chat([{"role": "user", "content": "hi"}]))
+    assert llm.accounting.summary()["judge"]["errors"] == 1
+
+
+def test_runtime_roles_share_cache_and_accounting(tmp_path):
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text(json.dumps({"match": "plan", "reply": "<Yes>"}) + "\n")
+    cfg = LLMConfig.model_validate(
+        {"default": {"kind": "scripted", "replies": str(replies)}, "cache": str(tmp_path / "c.sqlite")}
+    )
+    runtime = LLMRuntime(cfg)
+    planner, judge = runtime.for_role("planner"), runtime.for_role("judge")
+    assert planner.backend is judge.backend
+    run(planner.chat([{"role": "user", "content": "plan"}]))
+    run(judge.chat([{"role": "user", "content": "plan"}]))
+    usage = runtime.accounting.summary()
+    assert usage["planner"]["cache_hits"] == 0 and usage["judge"]["cache_hits"] == 1
+    assert usage["total"]["calls"] == 2
+    runtime.accounting.write(tmp_path / "usage.json")
+    assert json.loads((tmp_path / "usage.json").read_text())["total"]["calls"] == 2
+    run(runtime.close())
+
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from pipelines.llm.cache import RequestCache
+    from pipelines.llm.client import LLM
+    from pipelines.llm.scripted import ScriptedBackend
+    from pipelines.io import write_json_atomic
+
+    cache_path, calls_path, out_path, delay = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    calls = open(calls_path, "a")
+
+    def reply(messages):
+        text = messages[-1]["content"]
+        calls.write(text + "\\n"); calls.flush()
+        return "answer to " + text
+
+    async def main():
+        llm = LLM(ScriptedBackend([("q", reply)], delay_s=delay), cache=RequestCache(cache_path))
+        sem = asyncio.Semaphore(4)
+        async def one(i):
+            async with sem:
+                r = await llm.chat([{"role": "user", "content": f"q{i}"}])
+                return r.text
+        texts = await asyncio.gather(*(one(i) for i in range(40)))
+        write_json_atomic(out_path, texts)
+
+    asyncio.run(main())
+    """
+)
+
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _cached_prompts(cache_path):
+    with sqlite3.connect(cache_path) as db:
+        return len(db.execute("SELECT key FROM calls").fetchall())
+
+
+def test_killed_run_resumes_without_repeating_finished_calls(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env_cmd = [sys.executable, str(script)]
+    # Reference: one uninterrupted run.
+    subprocess.run(
+        env_cmd + [str(tmp_path / "ref.sqlite"), str(tmp_path / "ref.calls"), str(tmp_path / "ref.json"), "0"],
+        check=True,
+        cwd=ROOT,
+        env=ENV,
+    )
+    # Run killed halfway.
+    cache, calls, out = tmp_path / "c.sqlite", tmp_path / "run1.calls", tmp_path / "out.json"
+    proc = subprocess.Popen(env_cmd + [str(cache), str(calls), str(out), "0.05"], cwd=ROOT, env=ENV)
+    import time
+
+    deadline = time.time() + 60
+    while time.time() < deadline and (not cache.exists() or _cached_prompts(cache) < 12):
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    finished = _cached_prompts(cache)
+    assert 12 <= finished < 40, "the kill must land halfway"
+    assert not out.exists(), "no half-written output after a kill"
+    # Resume.
+    calls2 = tmp_path / "run2.calls"
+    subprocess.run(env_cmd + [str(cache), str(calls2), str(out), "0"], check=True, cwd=ROOT, env=ENV)
+    repeated = calls2.read_text().split()
+    assert len(repeated) == 40 - finished, "the resumed run makes only the unfinished calls"
+    assert json.loads(out.read_text()) == json.loads((tmp_path / "ref.json").read_text())

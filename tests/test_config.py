@@ -1,0 +1,60 @@
+"""Strict config: unknown keys and bad values name the file, the line and the fix."""
+
+from typing import Literal
+
+import pytest
+
+from pipelines.config import ConfigError, StrictModel, load_section
+
+
+class Inner(StrictModel):
+    policy: Literal["no", "semantic"] = "no"
+    rounds: int = 3
+
+
+class Section(StrictModel):
+    name: str
+    inner: Inner = Inner()
+
+
+def write(tmp_path, text):
+    path = tmp_path / "params.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_valid_section_loads_typed_values(tmp_path):
+    path = write(tmp_path, "stage:\n  name: demo\n  inner:\n    rounds: 5\n")
+    cfg = load_section("stage", Section, path)
+    assert cfg.name == "demo" and cfg.inner.rounds == 5 and cfg.inner.policy == "no"
+
+
+def test_unknown_key_names_file_line_and_allowed_keys(tmp_path):
+    path = write(tmp_path, "stage:\n  name: demo\n  inner:\n    rounds: 5\n    polcy: no\n")
+    with pytest.raises(ConfigError) as info:
+        load_section("stage", Section, path)
+    message = str(info.value)
+    assert f"{path}:5: stage.inner.polcy: unknown key" in message
+    assert "policy, rounds" in message
+
+
+def test_bad_value_names_line_and_value(tmp_path):
+    path = write(tmp_path, "other: 1\nstage:\n  name: demo\n  inner:\n    policy: maybe\n")
+    with pytest.raises(ConfigError) as info:
+        load_section("stage", Section, path)
+    assert f"{path}:5: stage.inner.policy" in str(info.value)
+    assert "'maybe'" in str(info.value)
+
+
+def test_missing_key_and_missing_section(tmp_path):
+    path = write(tmp_path, "stage:\n  inner: {}\n")
+    with pytest.raises(ConfigError, match="stage.name: required key is missing"):
+        load_section("stage", Section, path)
+    with pytest.raises(ConfigError, match="section 'nope' is missing"):
+        load_section("nope", Section, path)
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    path = write(tmp_path, "stage:\n  name: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"params.yaml:\d+: invalid YAML"):
+        load_section("stage", Section, path)
