@@ -1,0 +1,49 @@
+"""Tracking: secrets never reach W&B; one offline run per stage with job_type and group."""
+
+import json
+
+import pytest
+
+from pipelines.tracking import REDACTED, scrub, stage_run, wandb_mode
+
+
+def test_scrub_redacts_secret_keys_and_env_values(monkeypatch):
+    monkeypatch.setenv("GLM_API_KEY", "sk-very-secret-value")
+    params = {
+        "llm": {"api_key": "abc", "api_key_env": "GLM_API_KEY", "base_urls": ["http://x/?k=sk-very-secret-value"]},
+        "token": 5,
+        "lr": 0.1,
+    }
+    clean = scrub(params)
+    assert clean["llm"]["api_key"] == REDACTED
+    assert clean["llm"]["api_key_env"] == "GLM_API_KEY"  # the variable's name is not a secret
+    assert "sk-very-secret-value" not in json.dumps(clean)
+    assert clean["token"] == REDACTED and clean["lr"] == 0.1
+
+
+def test_mode_is_offline_unless_configured(monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    assert wandb_mode() == "offline"
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    assert wandb_mode() == "online"
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert wandb_mode() == "disabled"
+
+
+@pytest.mark.slow
+def test_offline_stage_run_logs_params_and_metrics_without_secrets(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDUMAS_TRACKING", "1")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("DVC_EXP_NAME", "exp-demo")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-never-be-logged")
+    with stage_run("unit_stage", {"model": "m", "api_key": "sk-must-never-be-logged"}) as run:
+        assert run.run is not None
+        assert run.run.job_type == "unit_stage" and run.run.group == "exp-demo"
+        assert run.run.config["api_key"] == REDACTED
+        run.log_metrics({"quality": {"f1": 0.5}, "note": "text is skipped"})
+        assert run.run.summary["quality/f1"] == 0.5
+    logged = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert b"sk-must-never-be-logged" not in logged
+    assert b"unit_stage" in logged
