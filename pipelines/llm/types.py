@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, str]
@@ -37,9 +37,15 @@ class SamplingParams:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stop as a list), stable for hashing and logging."""
-        data = asdict(self)
-        data["stop"] = list(self.stop)
-        return data
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "stop": list(self.stop),
+            "seed": self.seed,
+            "n": self.n,
+            "json_schema": self.json_schema,
+        }
 
 
 @dataclass
@@ -79,8 +85,8 @@ class ChatResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "choices": [asdict(c) for c in self.choices],
-            "usage": asdict(self.usage),
+            "choices": [{"text": c.text, "finish_reason": c.finish_reason} for c in self.choices],
+            "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
             "model": self.model,
         }
 

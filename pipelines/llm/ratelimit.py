@@ -1,0 +1,98 @@
+"""Client-side rate limits for remote LLM APIs: requests per minute and tokens per minute.
+
+Each limit is a GCRA ("generic cell rate algorithm", a token bucket written as a schedule):
+a request of cost ``c`` is given the earliest start time at which the running average stays at
+or below ``limit / 60`` per second, and that slot is reserved at once, so waiting callers start
+in arrival order and never in a burst. Token costs are estimates made before the call
+(:func:`estimate_tokens`); :meth:`RateLimiter.settle` corrects the schedule with the usage the
+server reports afterwards.
+
+    limiter = RateLimiter(requests_per_minute=500, tokens_per_minute=200_000)
+    estimate = estimate_tokens(messages, params)
+    await limiter.acquire(estimate)
+    ...call...
+    limiter.settle(estimate, usage.prompt_tokens + usage.completion_tokens)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from pipelines.llm.types import Message, SamplingParams
+
+
+def estimate_tokens(messages: list[Message], params: SamplingParams) -> int:
+    """Upper-bound guess of the tokens a call will use: prompt estimate + ``max_tokens * n``.
+
+    ASCII text runs ~4 characters per token, CJK ~1 character per token; each message adds a
+    few tokens of chat-template framing.
+    """
+    prompt = 0
+    for message in messages:
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            content = str(content)
+        ascii_chars = sum(1 for ch in content if ch < "\x80") if not content.isascii() else len(content)
+        prompt += ascii_chars // 4 + (len(content) - ascii_chars) + 4
+    return prompt + params.max_tokens * params.n
+
+
+class RateSchedule:
+    """One limit: at most ``per_minute`` units per 60 s, spread evenly (no bursts)."""
+
+    def __init__(self, per_minute: float, *, clock: Callable[[], float] = time.monotonic):
+        if per_minute <= 0:
+            raise ValueError(f"per_minute must be > 0, got {per_minute}")
+        self.rate_per_s = per_minute / 60.0
+        self._clock = clock
+        self._next_free = 0.0  # the "theoretical arrival time" of GCRA
+
+    def reserve(self, cost: float) -> float:
+        """Reserve ``cost`` units; returns how many seconds the caller must wait before starting."""
+        now = self._clock()
+        start = max(now, self._next_free)
+        self._next_free = start + cost / self.rate_per_s
+        return start - now
+
+    def refund(self, units: float) -> None:
+        """Give back ``units`` (negative: charge more) after the true cost is known."""
+        self._next_free -= units / self.rate_per_s
+        # never bank unused capacity further back than "now": that would allow a later burst
+        self._next_free = max(self._next_free, self._clock())
+
+
+class RateLimiter:
+    """Requests-per-minute and tokens-per-minute limits together; either may be None (no limit)."""
+
+    def __init__(
+        self,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.requests = RateSchedule(requests_per_minute, clock=clock) if requests_per_minute else None
+        self.tokens = RateSchedule(tokens_per_minute, clock=clock) if tokens_per_minute else None
+        self.waited_s = 0.0  # total time callers spent waiting, for logs and tests
+
+    @property
+    def active(self) -> bool:
+        return self.requests is not None or self.tokens is not None
+
+    async def acquire(self, token_estimate: int) -> None:
+        """Wait until one more request of about ``token_estimate`` tokens may start."""
+        wait = 0.0
+        if self.requests is not None:
+            wait = self.requests.reserve(1)
+        if self.tokens is not None:
+            wait = max(wait, self.tokens.reserve(token_estimate))
+        if wait > 0:
+            self.waited_s += wait
+            await asyncio.sleep(wait)
+
+    def settle(self, token_estimate: int, tokens_used: int) -> None:
+        """Correct the token schedule once the server reported the real usage of a call."""
+        if self.tokens is not None and tokens_used >= 0:
+            self.tokens.refund(token_estimate - tokens_used)

@@ -1,0 +1,393 @@
+"""OpenAIBackend against real HTTP servers on 127.0.0.1 (the fault-injecting loopback server)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipelines.llm.client import LLMRuntime
+from pipelines.llm.config import LLMConfig, OpenAIBackendConfig
+from pipelines.llm.loopback import Fault, LoopbackServer
+from pipelines.llm.openai_backend import OpenAIBackend, parse_retry_after
+from pipelines.llm.ratelimit import RateLimiter, RateSchedule, estimate_tokens
+from pipelines.llm.types import LLMError, SamplingParams
+
+KEY_ENV = "EDUMAS_TEST_OPENAI_KEY"
+KEY = "sk-test-7f3a9c1e5b2d4f60"
+HELLO = [{"role": "user", "content": "hello there"}]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def backend(urls: list[str], **overrides) -> OpenAIBackend:
+    """A backend with tiny backoffs so retries cost milliseconds."""
+    spec = {
+        "kind": "openai",
+        "model": "test-model",
+        "base_urls": urls,
+        "api_key_env": KEY_ENV,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.05,
+        "timeout_s": 2.0,
+        "connect_timeout_s": 1.0,
+        "max_retries": 3,
+    } | overrides
+    return OpenAIBackend(OpenAIBackendConfig(**spec))
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_request_body_headers_and_reply_parsing():
+    async def main():
+        async with LoopbackServer() as srv:
+            b = backend([srv.url])
+            params = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=17, stop=("###",), seed=5, n=2)
+            result = await b.chat(HELLO, params)
+            await b.close()
+            return srv, b, result
+
+    srv, b, result = run(main())
+    sent = srv.requests[0]
+    assert sent["authorization"] == f"Bearer {KEY}"
+    assert sent["body"] == {
+        "model": "test-model",
+        "messages": HELLO,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "max_tokens": 17,
+        "stop": ["###"],
+        "seed": 5,
+        "n": 2,
+    }
+    assert [c.text for c in result.choices] == ["echo: hello there", "echo: hello there"]
+    assert result.finish_reason == "stop"
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (2, 6)
+    assert result.model == "test-model"
+    assert "test-model" in b.identity and "127.0.0.1" not in b.identity and KEY not in b.identity
+
+
+def test_defaults_omit_optional_fields_and_no_key_means_no_auth_header(monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+
+    async def main():
+        async with LoopbackServer() as srv:
+            b = backend([srv.url])
+            await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv
+
+    sent = run(main()).requests[0]
+    assert sent["authorization"] is None
+    assert set(sent["body"]) == {"model", "messages", "temperature", "top_p", "max_tokens"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("json_schema", {"type": "json_schema", "json_schema": {"name": "Tag_list", "schema": None}}),
+        ("json_object", {"type": "json_object"}),
+        ("none", None),
+    ],
+)
+def test_json_schema_sent_as_response_format(mode, expected):
+    schema = {"title": "Tag list", "type": "object", "properties": {"tags": {"type": "array"}}, "required": ["tags"]}
+
+    async def main():
+        async with LoopbackServer(reply=lambda body: '{"tags": ["fractions"]}') as srv:
+            b = backend([srv.url], structured_output=mode)
+            result = await b.chat(HELLO, SamplingParams(json_schema=schema))
+            await b.close()
+            return srv, result
+
+    srv, result = run(main())
+    assert result.text == '{"tags": ["fractions"]}'
+    if expected is not None and mode == "json_schema":
+        expected["json_schema"]["schema"] = schema
+    assert srv.requests[0]["body"].get("response_format") == expected
+
+
+def test_retry_after_429_is_honoured():
+    async def main():
+        async with LoopbackServer(faults=[Fault.http(429, "slow down", retry_after="0.6")]) as srv:
+            b = backend([srv.url], backoff_base_s=0.001)
+            start = time.perf_counter()
+            result = await b.chat(HELLO, SamplingParams())
+            elapsed = time.perf_counter() - start
+            await b.close()
+            return srv, b, result, elapsed
+
+    srv, b, result, elapsed = run(main())
+    assert result.text == "echo: hello there"
+    assert srv.count == 2 and b.retries == 1
+    assert elapsed >= 0.6
+    gap = srv.requests[1]["time"] - srv.requests[0]["time"]
+    assert gap >= 0.6
+
+
+def test_retry_after_parsing_seconds_and_http_date():
+    now = 1_700_000_000.0
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after("0.25") == 0.25
+    assert parse_retry_after(email.utils.formatdate(now + 30, usegmt=True), now=now) == pytest.approx(30, abs=1)
+    assert parse_retry_after(email.utils.formatdate(now - 30, usegmt=True), now=now) == 0.0
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+def test_500_then_success():
+    async def main():
+        async with LoopbackServer(faults=[Fault.http(500, "boom")]) as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv, b, result
+
+    srv, b, result = run(main())
+    assert result.text == "echo: hello there" and srv.count == 2 and b.retries == 1
+
+
+def test_timeout_then_success():
+    async def main():
+        async with LoopbackServer(faults=[Fault.slow(3.0)]) as srv:
+            b = backend([srv.url], timeout_s=0.3)
+            start = time.perf_counter()
+            result = await b.chat(HELLO, SamplingParams())
+            elapsed = time.perf_counter() - start
+            await b.close()
+            return srv, result, elapsed
+
+    srv, result, elapsed = run(main())
+    assert result.text == "echo: hello there" and srv.count == 2
+    assert 0.3 <= elapsed < 2.9  # gave up on the slow reply (3 s) and retried
+
+
+def test_dropped_connection_is_retried():
+    async def main():
+        async with LoopbackServer(faults=[Fault.drop(), Fault.drop()]) as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv, b, result
+
+    srv, b, result = run(main())
+    assert result.text == "echo: hello there" and srv.count == 3 and b.retries == 2
+
+
+def test_malformed_json_gives_clear_error_after_retries():
+    async def main():
+        async with LoopbackServer(faults=lambda index, body: Fault.malformed()) as srv:
+            b = backend([srv.url], max_retries=2)
+            with pytest.raises(LLMError) as err:
+                await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv, str(err.value)
+
+    srv, message = run(main())
+    assert srv.count == 3
+    assert "gave up after 3 attempts" in message and "malformed" in message and srv.url in message
+
+
+def test_4xx_fails_at_once_with_server_message():
+    async def main():
+        async with LoopbackServer(faults=[Fault.http(400, "max_tokens is too large for this model")]) as srv:
+            b = backend([srv.url])
+            with pytest.raises(LLMError) as err:
+                await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv, str(err.value)
+
+    srv, message = run(main())
+    assert srv.count == 1
+    assert srv.url in message and "HTTP 400" in message and "max_tokens is too large for this model" in message
+
+
+def test_persistent_429_gives_up_naming_the_status():
+    async def main():
+        async with LoopbackServer(faults=lambda index, body: Fault.http(429, "quota exceeded")) as srv:
+            b = backend([srv.url], max_retries=2)
+            with pytest.raises(LLMError) as err:
+                await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv, str(err.value)
+
+    srv, message = run(main())
+    assert srv.count == 3 and "HTTP 429" in message and "quota exceeded" in message
+
+
+def test_api_key_never_in_errors_or_logs(caplog):
+    def echo_auth(index, body):
+        # a careless server that echoes the request's credentials in its error messages
+        return Fault.http(500 if index < 2 else 401, f"bad credentials: Bearer {KEY}")
+
+    async def main():
+        async with LoopbackServer(faults=echo_auth) as srv:
+            b = backend([srv.url], max_retries=1)
+            errors = []
+            for _ in range(2):
+                with pytest.raises(LLMError) as err:
+                    await b.chat(HELLO, SamplingParams())
+                errors.append(str(err.value))
+            await b.close()
+            return srv, errors
+
+    with caplog.at_level(logging.DEBUG):
+        srv, errors = run(main())
+    assert srv.requests[0]["authorization"] == f"Bearer {KEY}"  # the key was really sent
+    assert "HTTP 500" in errors[0] and "HTTP 401" in errors[1]
+    for text in [*errors, caplog.text, repr(backend([srv.url]).spec)]:
+        assert KEY not in text
+    assert "bad credentials" in errors[1]
+
+
+def test_requests_per_minute_spaces_requests():
+    async def main():
+        async with LoopbackServer() as srv:
+            b = backend([srv.url], requests_per_minute=600)  # one request per 0.1 s
+            start = time.monotonic()
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(6)))
+            await b.close()
+            return srv, start
+
+    srv, start = run(main())
+    arrivals = sorted(r["time"] - start for r in srv.requests)
+    # the k-th request may not start before its slot k * 0.1 s (robust to a loaded machine delaying any of them)
+    for k, arrival in enumerate(arrivals):
+        assert arrival >= 0.1 * k - 0.005, arrivals
+
+
+def test_tokens_per_minute_paces_by_estimate_and_settles_by_usage():
+    clock = [100.0]
+    schedule = RateSchedule(6000, clock=lambda: clock[0])  # 100 tokens per second
+    assert schedule.reserve(200) == 0.0
+    assert schedule.reserve(100) == pytest.approx(2.0)  # waits for the first 200 tokens
+    schedule.refund(150)  # the first call used 50 tokens, not 200
+    assert schedule.reserve(100) == pytest.approx(1.5)
+    assert estimate_tokens([{"role": "user", "content": "a" * 400}], SamplingParams(max_tokens=10, n=2)) == 124
+    assert estimate_tokens([{"role": "user", "content": "分数的加法"}], SamplingParams(max_tokens=1)) == 10
+
+    async def main():
+        async with LoopbackServer() as srv:
+            b = backend([srv.url], tokens_per_minute=60_000)  # 1000 tokens/s; each call ~205 tokens
+            start = time.perf_counter()
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams(max_tokens=200)) for _ in range(4)))
+            await b.close()
+            return srv, time.perf_counter() - start
+
+    srv, elapsed = run(main())
+    assert srv.count == 4 and elapsed >= 0.55
+    assert not RateLimiter().active
+
+
+def test_concurrency_bound_is_respected():
+    async def main():
+        async with LoopbackServer(latency_s=0.05) as srv:
+            b = backend([srv.url], max_concurrency=4)
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(24)))
+            await b.close()
+            return srv
+
+    srv = run(main())
+    assert srv.count == 24 and srv.max_in_flight == 4
+
+
+def test_pool_balances_load_across_two_servers():
+    async def main():
+        async with LoopbackServer(latency_s=0.02) as a, LoopbackServer(latency_s=0.02) as b_srv:
+            b = backend([a.url, b_srv.url], max_concurrency=8)
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(40)))
+            for _ in range(10):  # sequential traffic alternates too
+                await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return a.count, b_srv.count
+
+    count_a, count_b = run(main())
+    assert count_a + count_b == 50
+    assert 20 <= count_a <= 30 and 20 <= count_b <= 30
+
+
+def test_pool_survives_one_server_down():
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+
+    async def main():
+        async with LoopbackServer(latency_s=0.01) as alive:
+            b = backend([dead, alive.url], max_concurrency=4)
+            results = await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(20)))
+            await b.close()
+            return alive, b, results
+
+    alive, b, results = run(main())
+    assert all(r.text == "echo: hello there" for r in results)
+    assert alive.count == 20
+    stats = b.pool.stats()
+    assert stats[dead]["requests"] == stats[dead]["failures"] <= 4  # cooled down after failing
+
+
+def test_all_servers_down_names_the_server():
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    b = backend([dead], max_retries=1)
+
+    async def main():
+        with pytest.raises(LLMError) as err:
+            await b.chat(HELLO, SamplingParams())
+        await b.close()
+        return str(err.value)
+
+    message = run(main())
+    assert dead in message and "connection failed" in message
+
+
+def test_runtime_builds_openai_backend_and_caches(tmp_path):
+    async def main():
+        async with LoopbackServer() as srv:
+            config = LLMConfig(
+                default={"kind": "openai", "model": "test-model", "base_urls": [srv.url], "api_key_env": KEY_ENV},
+                cache=str(tmp_path / "cache.sqlite"),
+            )
+            runtime = LLMRuntime(config)
+            llm = runtime.for_role("planner")
+            first = await llm.chat(HELLO)
+            second = await llm.chat(HELLO)
+            await runtime.close()
+            return srv, runtime, first, second
+
+    srv, runtime, first, second = run(main())
+    assert isinstance(runtime.backend_for("planner"), OpenAIBackend)
+    assert srv.count == 1 and not first.cached and second.cached and second.text == first.text
+    assert runtime.accounting.summary()["planner"]["cache_hits"] == 1
+
+
+def test_loopback_server_command_line():
+    command = [sys.executable, "-m", "pipelines.llm.loopback", "--latency", "0.01", "--no-record"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = proc.stdout.readline().split()
+        assert ready[0] == "READY" and ready[1].startswith("http://127.0.0.1:")
+
+        async def main():
+            b = backend([ready[1]])
+            result = await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return result
+
+        assert run(main()).text == "echo: hello there"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "served 1 requests" in err
