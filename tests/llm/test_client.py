@@ -115,8 +115,11 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _cached_prompts(cache_path):
-    with sqlite3.connect(cache_path) as db:
-        return len(db.execute("SELECT key FROM calls").fetchall())
+    try:
+        with sqlite3.connect(cache_path) as db:
+            return len(db.execute("SELECT key FROM calls").fetchall())
+    except sqlite3.OperationalError:  # the worker has not created the table yet
+        return 0
 
 
 def test_killed_run_resumes_without_repeating_finished_calls(tmp_path):

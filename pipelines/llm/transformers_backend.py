@@ -1,0 +1,297 @@
+"""Local chat model on transformers; concurrent requests share one ``generate`` call.
+
+``TransformersBackend(spec)`` (spec: :class:`TransformersBackendConfig`) loads the causal LM and
+its tokenizer from a folder on the first request (in a worker thread), optionally with a peft
+LoRA adapter merged in. Each request is rendered with the tokenizer's own chat template and
+queued; a :class:`MicroBatcher` gathers up to ``max_batch_size`` sequences (a request with
+``n > 1`` is ``n`` sequences) waiting at most ``batch_wait_ms`` and runs ONE left-padded
+``generate`` for them in a thread. Requests in a batch may differ in every sampling setting:
+
+- sampling is done per row by :class:`RowSampler` (temperature, top-p, and a generator seeded
+  from the request's ``seed`` and choice index), so ``temperature == 0`` rows stay greedy and a
+  seeded request gives the same text whatever it is batched with;
+- :class:`RowStopper` ends a row at its own ``max_tokens`` or when one of its stop strings appears;
+  the text is cut before the stop string.
+
+Results: text without special tokens, ``finish_reason`` ``stop`` (EOS or stop string) or ``length``,
+usage (prompt tokens without padding, counted once per request; generated tokens up to and
+including EOS, all choices). ``json_schema`` is not enforced here (the prompt must ask for JSON).
+Counters for tests and benchmarks: ``generate_calls``, ``batch_rows``, ``requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipelines.llm.batching import MicroBatcher
+from pipelines.llm.config import TransformersBackendConfig
+from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
+
+log = logging.getLogger(__name__)
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+FINGERPRINT_FILES = ("config.json", "adapter_config.json", "generation_config.json", "tokenizer_config.json")
+
+
+def folder_fingerprint(path: Path, sample_bytes: int = 1 << 20) -> str:
+    """Cheap content fingerprint of a model folder: config files, weight names, sizes, head and tail bytes."""
+    digest = hashlib.sha256()
+    for name in FINGERPRINT_FILES + ("chat_template.jinja",):
+        file = path / name
+        if file.is_file():
+            digest.update(name.encode() + file.read_bytes())
+    for file in sorted(p for p in path.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)):
+        size = file.stat().st_size
+        digest.update(f"{file.name}:{size}".encode())
+        with open(file, "rb") as handle:
+            digest.update(handle.read(sample_bytes))
+            handle.seek(max(0, size - sample_bytes))
+            digest.update(handle.read(sample_bytes))
+    return digest.hexdigest()
+
+
+def backend_identity(spec: TransformersBackendConfig) -> str:
+    """``transformers:<model>[+<adapter>]@<hash>``: the cache key of the model, adapter and dtype."""
+    digest = hashlib.sha256(json.dumps({"dtype": spec.dtype, "remote": spec.trust_remote_code}).encode())
+    for location in (spec.model, spec.adapter):
+        if location:
+            folder = Path(location)
+            digest.update(folder_fingerprint(folder).encode() if folder.is_dir() else location.encode())
+    name = spec.model + (f"+{spec.adapter}" if spec.adapter else "")
+    return f"transformers:{name}@{digest.hexdigest()[:12]}"
+
+
+def row_seed(seed: int, choice: int) -> int:
+    """Generator seed of choice ``choice`` of a request seeded with ``seed``."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{choice}".encode()).digest()[:8], "little") >> 1
+
+
+@dataclass
+class _Request:
+    """One chat call, rendered: its prompt token ids and sampling parameters."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+
+
+class RowSampler:
+    """Logits processor that samples each row with its own temperature, top-p and generator.
+
+    Greedy rows (temperature 0) keep their logits; for a sampled row every token but the drawn
+    one is masked, so the surrounding greedy ``generate`` picks the drawn token.
+    """
+
+    def __init__(self, rows: list[tuple[float, float, Any]]):
+        self.rows = rows  # (temperature, top_p, torch.Generator | None) per row
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        sampled = [i for i, (temperature, _, _) in enumerate(self.rows) if temperature > 0]
+        if not sampled:
+            return scores
+        out = scores.clone()
+        for i in sampled:
+            temperature, top_p, generator = self.rows[i]
+            probs = torch.softmax(scores[i].float().cpu() / temperature, dim=-1)
+            ordered, order = probs.sort(descending=True)
+            if top_p < 1.0:
+                ordered = ordered * ((ordered.cumsum(0) - ordered) < top_p)
+            token = order[torch.multinomial(ordered, 1, generator=generator)]
+            out[i] = float("-inf")
+            out[i, token.to(out.device)] = 0.0
+        return out
+
+
+class RowStopper:
+    """Stopping criterion ending each row at its own ``max_tokens`` or first stop string."""
+
+    def __init__(self, tokenizer: Any, prompt_len: int, max_tokens: list[int], stops: list[tuple[str, ...]]):
+        self.tokenizer = tokenizer
+        self.prompt_len = prompt_len
+        self.max_tokens = max_tokens
+        self.stops = stops
+        self.windows = [2 * max((len(s) for s in stop), default=0) + 4 for stop in stops]
+        self.ended_at: list[int | None] = [None] * len(max_tokens)
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        generated = input_ids.shape[1] - self.prompt_len
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool)
+        for i in range(input_ids.shape[0]):
+            if self.ended_at[i] is None:
+                window = input_ids[i, max(self.prompt_len, input_ids.shape[1] - self.windows[i]) :]
+                stopped = bool(self.stops[i]) and any(s in self.tokenizer.decode(window) for s in self.stops[i])
+                if stopped or generated >= self.max_tokens[i]:
+                    self.ended_at[i] = generated
+            done[i] = self.ended_at[i] is not None
+        return done.to(input_ids.device)
+
+
+class TransformersBackend:
+    """A local causal LM behind the :class:`Backend` protocol, with dynamic micro-batching."""
+
+    def __init__(self, spec: TransformersBackendConfig):
+        self.spec = spec
+        if spec.model.startswith(("/", ".", "models/")) and not Path(spec.model).is_dir():
+            raise LLMError(f"model folder {spec.model} does not exist; run `dvc repro prepare_models` or fix the path")
+        if spec.adapter and not Path(spec.adapter).is_dir():
+            raise LLMError(f"adapter folder {spec.adapter} does not exist; train it first or fix `adapter`")
+        self.identity = backend_identity(spec)
+        self.generate_calls = 0
+        self.batch_rows: list[int] = []
+        self.requests = 0
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self._load_lock = threading.Lock()
+        self._warned_schema = False
+        self._batcher: MicroBatcher[_Request, ChatResult] = MicroBatcher(
+            self._generate_batch,
+            max_batch_size=spec.max_batch_size,
+            max_wait_s=spec.batch_wait_ms / 1000.0,
+            size_of=lambda request: request.params.n,
+        )
+
+    # -- loading -------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Load tokenizer, model and adapter once (thread-safe); called by the first request."""
+        with self._load_lock:
+            if self.model is not None:
+                return
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            spec = self.spec
+            dtype = "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype)
+            tokenizer_source = spec.model
+            if spec.adapter and (Path(spec.adapter) / "tokenizer_config.json").exists():
+                tokenizer_source = spec.adapter  # a fine-tune may ship its own chat template
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=spec.trust_remote_code)
+            if not tokenizer.chat_template:
+                raise LLMError(f"tokenizer of {tokenizer_source} has no chat template; use an instruct model")
+            tokenizer.padding_side = "left"
+            if tokenizer.pad_token_id is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            model = AutoModelForCausalLM.from_pretrained(
+                spec.model, dtype=dtype, trust_remote_code=spec.trust_remote_code
+            )
+            if spec.adapter:
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, spec.adapter).merge_and_unload()
+            model.to(spec.device).eval()
+            self.tokenizer = tokenizer
+            self.model = model
+            log.info("loaded %s on %s (%s)", self.identity, spec.device, spec.dtype)
+
+    def _eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return ids
+
+    # -- requests ------------------------------------------------------------------------------
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """Answer ``messages`` (rendered with the tokenizer's chat template), batched with concurrent calls."""
+        if self.model is None:
+            await asyncio.to_thread(self.load)
+        if params.json_schema is not None and not self._warned_schema:
+            self._warned_schema = True
+            log.warning("transformers backend does not enforce json_schema; the prompt itself must ask for JSON")
+        try:
+            prompt_ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        except Exception as exc:
+            raise LLMError(f"chat template of {self.spec.model} failed on these messages: {exc}") from exc
+        if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "input_ids"):
+            prompt_ids = prompt_ids["input_ids"]
+        self.requests += 1
+        return await self._batcher.submit(_Request(list(prompt_ids), params))
+
+    def _generate_batch(self, requests: list[_Request]) -> list[ChatResult]:
+        """Run ONE ``generate`` for all rows of ``requests``; split the output back per request."""
+        import torch
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        rows = [(r, choice) for r in requests for choice in range(r.params.n)]
+        pad_id = self.tokenizer.pad_token_id
+        width = max(len(r.prompt_ids) for r in requests)
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (request, _) in enumerate(rows):
+            ids = request.prompt_ids
+            input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[i, width - len(ids) :] = 1
+        sampler = RowSampler([(r.params.temperature, r.params.top_p, self._generator(r, c)) for r, c in rows])
+        stopper = RowStopper(
+            self.tokenizer, width, [r.params.max_tokens for r, _ in rows], [r.params.stop for r, _ in rows]
+        )
+        eos_ids = self._eos_ids()
+        device = self.model.device
+        with torch.inference_mode():
+            output = self.model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                max_new_tokens=max(r.params.max_tokens for r in requests),
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                logits_processor=LogitsProcessorList([sampler]),
+                stopping_criteria=StoppingCriteriaList([stopper]),
+                eos_token_id=sorted(eos_ids),
+                pad_token_id=pad_id,
+            )
+        self.generate_calls += 1
+        self.batch_rows.append(len(rows))
+        generated = output[:, width:].cpu().tolist()
+        choices = [self._finish(generated[i], stopper.ended_at[i], r.params, eos_ids) for i, (r, _) in enumerate(rows)]
+        results, start = [], 0
+        for request in requests:
+            mine = choices[start : start + request.params.n]
+            start += request.params.n
+            usage = Usage(prompt_tokens=len(request.prompt_ids), completion_tokens=sum(n for _, n in mine))
+            results.append(ChatResult(choices=[c for c, _ in mine], usage=usage, model=self.identity))
+        return results
+
+    def _generator(self, request: _Request, choice: int) -> Any:
+        import torch
+
+        if request.params.temperature == 0:
+            return None
+        seed = row_seed(request.params.seed, choice) if request.params.seed is not None else secrets.randbits(63)
+        return torch.Generator().manual_seed(seed)
+
+    def _finish(
+        self, tokens: list[int], ended_at: int | None, params: SamplingParams, eos_ids: set[int]
+    ) -> tuple[Choice, int]:
+        """Text and finish reason of one row, and how many tokens it really generated."""
+        eos_at = next((i for i, t in enumerate(tokens) if t in eos_ids), None)
+        if eos_at is not None and (ended_at is None or eos_at < ended_at):
+            kept, used, reason = tokens[:eos_at], eos_at + 1, "stop"
+        else:
+            used = ended_at if ended_at is not None else len(tokens)
+            kept, reason = tokens[:used], "length"
+        text = self.tokenizer.decode(kept, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        hits = [text.find(s) for s in params.stop if s and s in text]
+        if hits:
+            text, reason = text[: min(hits)], "stop"
+        return Choice(text=text, finish_reason=reason), used
+
+    async def close(self) -> None:
+        """Stop the batching worker and release the model."""
+        try:
+            await self._batcher.close()
+        except RuntimeError:
+            pass
+        self.model = None
+        self.tokenizer = None

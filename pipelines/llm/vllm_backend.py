@@ -1,0 +1,197 @@
+"""vLLM's in-process async engine on GPUs: continuous batching, tensor parallel, LoRA per request.
+
+``VLLMBackend(spec)`` (spec: :class:`VLLMBackendConfig`) starts vLLM's ``AsyncLLM`` engine for
+``spec.model`` with ``tensor_parallel_size`` GPUs. vLLM is imported here only, when the backend is
+built; without it the constructor raises :class:`LLMError` saying ``pip install -e ".[gpu]"``.
+
+Each chat is rendered with the model's own chat template (the transformers tokenizer, exactly as
+the transformers backend renders it), sent as token ids, and answered with vLLM sampling:
+greedy at ``temperature == 0``, ``n`` choices, stop strings (cut from the text), ``seed``, and
+structured output when ``json_schema`` is set. Concurrent ``chat`` calls are batched by vLLM's
+scheduler (continuous batching), so callers just keep many requests in flight. The engine serves
+the event loop of its first request: run all calls of a backend inside one ``asyncio.run``.
+
+LoRA: ``spec.adapter`` is applied to every request; ``backend.with_adapter(path)`` returns a view
+sharing the same engine that applies another adapter (and has its own cache ``identity``), e.g. to
+evaluate several fine-tunes of one base model without reloading it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from pipelines.llm.config import VLLMBackendConfig
+from pipelines.llm.transformers_backend import folder_fingerprint
+from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = 'vLLM is not installed; on a GPU machine run: pip install -e ".[gpu]"'
+
+
+def import_vllm() -> Any:
+    """The ``vllm`` module, or :class:`LLMError` telling how to install it."""
+    try:
+        import vllm
+    except ImportError as exc:
+        raise LLMError(f"{INSTALL_HINT} (import failed: {exc})") from exc
+    return vllm
+
+
+def vllm_identity(spec: VLLMBackendConfig, adapter: str | None) -> str:
+    """``vllm:<model>[+<adapter>]@<hash>``: the request-cache key of model, adapter and dtype."""
+    digest = hashlib.sha256(json.dumps({"dtype": spec.dtype, "remote": spec.trust_remote_code}).encode())
+    for location in (spec.model, adapter):
+        if location:
+            folder = Path(location)
+            digest.update(folder_fingerprint(folder).encode() if folder.is_dir() else location.encode())
+    return f"vllm:{spec.model}{f'+{adapter}' if adapter else ''}@{digest.hexdigest()[:12]}"
+
+
+def engine_args(spec: VLLMBackendConfig, vllm: Any) -> Any:
+    """vLLM ``AsyncEngineArgs`` for a spec (LoRA enabled when an adapter may be used)."""
+    return vllm.AsyncEngineArgs(
+        model=spec.model,
+        tensor_parallel_size=spec.tensor_parallel_size,
+        gpu_memory_utilization=spec.gpu_memory_utilization,
+        max_model_len=spec.max_model_len,
+        dtype=spec.dtype,
+        trust_remote_code=spec.trust_remote_code,
+        enable_lora=True,
+        max_lora_rank=spec.max_lora_rank,
+        disable_log_stats=True,
+    )
+
+
+def start_engine(spec: VLLMBackendConfig, vllm: Any) -> Any:
+    """Start vLLM's in-process async engine (v1 ``AsyncLLM``; older releases: ``AsyncLLMEngine``)."""
+    try:
+        from vllm.v1.engine.async_llm import AsyncLLM as Engine
+    except ImportError:
+        Engine = vllm.AsyncLLMEngine
+    return Engine.from_engine_args(engine_args(spec, vllm))
+
+
+class VLLMBackend:
+    """:class:`Backend` on vLLM's async engine; see the module docstring."""
+
+    def __init__(self, spec: VLLMBackendConfig, *, adapter: str | None = None, _shared: VLLMBackend | None = None):
+        self.spec = spec
+        self.adapter = adapter if adapter is not None else spec.adapter
+        if self.adapter and not Path(self.adapter).is_dir():
+            raise LLMError(f"adapter folder {self.adapter} does not exist; train it first or fix `adapter`")
+        self.identity = vllm_identity(spec, self.adapter)
+        self.requests = 0
+        if _shared is not None:
+            self._core = _shared._core
+            return
+        vllm = import_vllm()
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(spec.model, trust_remote_code=spec.trust_remote_code)
+        if not tokenizer.chat_template:
+            raise LLMError(f"tokenizer of {spec.model} has no chat template; use an instruct model")
+        self._core = _EngineCore(vllm, start_engine(spec, vllm), tokenizer)
+        log.info("vLLM engine up for %s (tensor parallel %d)", spec.model, spec.tensor_parallel_size)
+
+    def with_adapter(self, adapter: str | None) -> VLLMBackend:
+        """A backend sharing this engine that applies ``adapter`` (None: the base model) to its requests."""
+        return VLLMBackend(self.spec, adapter=adapter or "", _shared=self)
+
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """Answer ``messages``; the engine batches this request with every other one in flight."""
+        self.requests += 1
+        return await self._core.chat(messages, params, self.adapter or None, self.identity)
+
+    async def close(self) -> None:
+        """Shut the engine down (all views sharing it stop working)."""
+        self._core.shutdown()
+
+
+class _EngineCore:
+    """The engine, tokenizer and LoRA registry shared by a backend and its adapter views."""
+
+    def __init__(self, vllm: Any, engine: Any, tokenizer: Any):
+        self.vllm = vllm
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.lora_ids: dict[str, int] = {}
+        self.request_ids = itertools.count()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def lora_request(self, adapter: str | None) -> Any:
+        if not adapter:
+            return None
+        from vllm.lora.request import LoRARequest
+
+        lora_id = self.lora_ids.setdefault(str(Path(adapter).resolve()), len(self.lora_ids) + 1)
+        return LoRARequest(Path(adapter).name or f"adapter-{lora_id}", lora_id, str(Path(adapter).resolve()))
+
+    def sampling_params(self, params: SamplingParams) -> Any:
+        from vllm.sampling_params import RequestOutputKind
+
+        extra: dict[str, Any] = {}
+        if params.json_schema is not None:
+            try:
+                from vllm.sampling_params import StructuredOutputsParams
+
+                extra["structured_outputs"] = StructuredOutputsParams(json=params.json_schema)
+            except ImportError:  # vLLM < 0.11 named it guided decoding
+                from vllm.sampling_params import GuidedDecodingParams
+
+                extra["guided_decoding"] = GuidedDecodingParams(json=params.json_schema)
+        return self.vllm.SamplingParams(
+            n=params.n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_tokens,
+            stop=list(params.stop) or None,
+            seed=params.seed,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            **extra,
+        )
+
+    async def chat(self, messages: list[Message], params: SamplingParams, adapter: str | None, model: str):
+        loop = asyncio.get_running_loop()
+        if self.loop is None:
+            self.loop = loop
+        elif self.loop is not loop:
+            raise LLMError("the vLLM engine serves the event loop of its first request; make every call in one loop")
+        try:
+            prompt_ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        except Exception as exc:
+            raise LLMError(f"chat template failed on these messages: {exc}") from exc
+        if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "input_ids"):
+            prompt_ids = prompt_ids["input_ids"]
+        request_id = f"edumas-{next(self.request_ids)}"
+        final = None
+        try:
+            async for output in self.engine.generate(
+                {"prompt_token_ids": list(prompt_ids)},
+                self.sampling_params(params),
+                request_id,
+                lora_request=self.lora_request(adapter),
+            ):
+                final = output
+        except Exception as exc:
+            raise LLMError(f"vLLM request {request_id} failed: {type(exc).__name__}: {exc}") from exc
+        if final is None or not final.outputs:
+            raise LLMError(f"vLLM request {request_id} returned no output")
+        outputs = sorted(final.outputs, key=lambda o: o.index)
+        choices = [Choice(text=o.text, finish_reason=o.finish_reason or "stop") for o in outputs]
+        usage = Usage(
+            prompt_tokens=len(final.prompt_token_ids or prompt_ids),
+            completion_tokens=sum(len(o.token_ids) for o in outputs),
+        )
+        return ChatResult(choices=choices, usage=usage, model=model)
+
+    def shutdown(self) -> None:
+        shutdown = getattr(self.engine, "shutdown", None)
+        if shutdown is not None:
+            shutdown()

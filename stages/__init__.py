@@ -1,0 +1,1 @@
+"""One thin module per DVC stage, run as ``python -m stages.<name> [--params params.yaml]``."""

@@ -1,0 +1,146 @@
+"""The vLLM backend: a clear install error without vLLM (CPU), real generation on a GPU (marked gpu).
+
+The GPU tests run SmolLM2-135M-Instruct (converted offline, see tests/tiny_models.py) in vLLM's
+in-process engine: greedy answers, many requests in flight, n choices with a seed, stop strings,
+JSON-schema structured output, and a LoRA adapter per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from pipelines.llm.config import VLLMBackendConfig
+from pipelines.llm.types import LLMError, SamplingParams
+from pipelines.llm.vllm_backend import INSTALL_HINT, VLLMBackend, engine_args, vllm_identity
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spec(model: str, **overrides) -> VLLMBackendConfig:
+    return VLLMBackendConfig(kind="vllm", model=model, **overrides)
+
+
+def test_module_imports_without_vllm_and_construction_says_how_to_install(monkeypatch, tmp_path):
+    code = "import sys, pipelines.llm.vllm_backend; print('vllm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if vLLM were not installed
+    with pytest.raises(LLMError) as exc:
+        VLLMBackend(spec(str(tmp_path)))
+    assert 'pip install -e ".[gpu]"' in str(exc.value) and INSTALL_HINT in str(exc.value)
+
+
+def test_engine_args_follow_the_spec_and_identity_names_the_adapter(tmp_path):
+    fake_vllm = types.SimpleNamespace(AsyncEngineArgs=dict)
+    args = engine_args(spec("m", tensor_parallel_size=4, max_model_len=4096, gpu_memory_utilization=0.5), fake_vllm)
+    assert args["tensor_parallel_size"] == 4 and args["max_model_len"] == 4096
+    assert args["gpu_memory_utilization"] == 0.5 and args["enable_lora"] and args["max_lora_rank"] == 64
+    (tmp_path / "adapter_config.json").write_text("{}")
+    base = vllm_identity(spec("m"), None)
+    assert base.startswith("vllm:m@") and vllm_identity(spec("m"), str(tmp_path)) != base
+    assert vllm_identity(spec("m", dtype="bfloat16"), None) != base
+
+
+# -- GPU ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """One event loop for the module: the vLLM engine serves the loop of its first request."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def smol_dir():
+    from tests.tiny_models import smollm2_dir
+
+    return smollm2_dir()
+
+
+@pytest.fixture(scope="module")
+def backend(smol_dir, loop):
+    pytest.importorskip("vllm")
+    backend = VLLMBackend(spec(str(smol_dir), gpu_memory_utilization=0.3, max_model_len=2048, max_lora_rank=16))
+    yield backend
+    loop.run_until_complete(backend.close())
+
+
+def ask(loop, backend, prompt: str, params: SamplingParams):
+    return loop.run_until_complete(backend.chat([{"role": "user", "content": prompt}], params))
+
+
+@pytest.mark.gpu
+def test_greedy_answer_finish_reason_and_usage(backend, loop):
+    result = ask(loop, backend, "What is 2+2?", SamplingParams(max_tokens=32))
+    assert "4" in result.text and result.finish_reason == "stop"
+    assert result.usage.prompt_tokens > 10 and 0 < result.usage.completion_tokens < 32
+    cut = ask(loop, backend, "What is 2+2?", SamplingParams(max_tokens=3))
+    assert cut.finish_reason == "length" and cut.usage.completion_tokens == 3
+
+
+@pytest.mark.gpu
+def test_many_requests_in_flight_all_answer(backend, loop):
+    prompts = [f"Give one word that rhymes with {w}." for w in ("cat", "dog", "sun", "tree", "blue", "ring")] * 4
+
+    async def go():
+        params = SamplingParams(max_tokens=12)
+        return await asyncio.gather(*(backend.chat([{"role": "user", "content": p}], params) for p in prompts))
+
+    results = loop.run_until_complete(go())
+    assert len(results) == 24 and all(r.text.strip() for r in results)
+    assert all(0 < r.usage.completion_tokens <= 12 for r in results)
+
+
+@pytest.mark.gpu
+def test_seeded_n_choices_are_reproducible_and_stop_strings_cut(backend, loop):
+    params = SamplingParams(temperature=1.0, max_tokens=16, n=3, seed=11)
+    first = ask(loop, backend, "Tell me a short fact about the sea.", params)
+    again = ask(loop, backend, "Tell me a short fact about the sea.", params)
+    assert len(first.choices) == 3 and [c.text for c in first.choices] == [c.text for c in again.choices]
+    full = ask(loop, backend, "Count from 1 to 10 separated by commas.", SamplingParams(max_tokens=40)).text
+    cut = ask(loop, backend, "Count from 1 to 10 separated by commas.", SamplingParams(max_tokens=40, stop=("5",)))
+    assert "5" in full and cut.text == full[: full.find("5")] and cut.finish_reason == "stop"
+
+
+@pytest.mark.gpu
+def test_json_schema_gives_structured_output(backend, loop):
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}},
+        "required": ["answer", "unit"],
+        "additionalProperties": False,
+    }
+    result = ask(
+        loop, backend, "How many legs has a spider? Reply in JSON.", SamplingParams(max_tokens=64, json_schema=schema)
+    )
+    data = json.loads(result.text)
+    assert isinstance(data["answer"], int) and isinstance(data["unit"], str)
+
+
+@pytest.mark.gpu
+def test_lora_adapter_per_request_changes_replies_and_identity(backend, loop, smol_dir, tmp_path_factory):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    adapter_dir = tmp_path_factory.mktemp("lora") / "adapter"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(smol_dir))
+    config = LoraConfig(r=8, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(model, config).save_pretrained(adapter_dir)
+    tuned = backend.with_adapter(str(adapter_dir))
+    assert tuned.identity != backend.identity and str(adapter_dir) in tuned.identity
+    params = SamplingParams(max_tokens=16)
+    base = ask(loop, backend, "Name three colours.", params).text
+    adapted = ask(loop, tuned, "Name three colours.", params).text
+    assert adapted != base
+    assert ask(loop, backend.with_adapter(None), "Name three colours.", params).text == base
