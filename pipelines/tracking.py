@@ -77,8 +77,12 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @contextmanager
-def stage_run(stage: str, params: dict[str, Any], *, project: str | None = None) -> Iterator[StageRun]:
+def stage_run(
+    stage: str, params: dict[str, Any], *, project: str | None = None, group: str | None = None, name: str | None = None
+) -> Iterator[StageRun]:
     """Open one W&B run for ``stage`` with scrubbed ``params``; tracking never breaks a stage.
+
+    ``group`` defaults to ``DVC_EXP_NAME``, ``name`` to ``<stage>-<DVC_EXP_NAME>``.
 
     Set ``EDUMAS_TRACKING=0`` to switch tracking off entirely (the tests do).
     """
@@ -93,8 +97,8 @@ def stage_run(stage: str, params: dict[str, Any], *, project: str | None = None)
         run = wandb.init(
             project=project or os.environ.get("WANDB_PROJECT", "edumas"),
             job_type=stage,
-            group=os.environ.get("DVC_EXP_NAME") or None,
-            name=f"{stage}-{os.environ['DVC_EXP_NAME']}" if os.environ.get("DVC_EXP_NAME") else None,
+            group=group or os.environ.get("DVC_EXP_NAME") or None,
+            name=name or (f"{stage}-{os.environ['DVC_EXP_NAME']}" if os.environ.get("DVC_EXP_NAME") else None),
             config=scrub(params),
             mode=wandb_mode(),
             reinit="finish_previous",

@@ -1,0 +1,271 @@
+"""One SFT or DPO run with trl: load, adapt (LoRA / QLoRA / full), train, resume, save, describe.
+
+Input: a :class:`TrainConfig` and the dataset folder written by ``make_datasets``. Outputs under
+``output_dir``: ``checkpoints/`` (resumable), ``final/`` (adapter or full weights, tokenizer with
+its chat template, ``README.md`` model card, ``training_summary.json``), optionally ``merged/``.
+Works the same in one process and under ``accelerate launch`` (DeepSpeed / multi-GPU): the
+trainers handle the distribution; only the main process writes cards and merges.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pipelines.training.checkpoints import checkpoint_step, dataset_hash, resolve_resume, run_fingerprint
+from pipelines.training.config import TrainConfig
+from pipelines.training.families import Family, FamilyError, detect_family, prepare_tokenizer, read_model_type
+from pipelines.training.rows import REQUIRED_COLUMNS
+from pipelines.training.summary import loss_history, write_run_summary
+
+log = logging.getLogger(__name__)
+
+
+class TrainingSetupError(ValueError):
+    """The run cannot start as configured (data, model or hardware); the message says the fix."""
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def load_training_data(cfg: TrainConfig):
+    """The ``train``/``eval`` splits of ``cfg.dataset``, reduced to the columns ``cfg.method`` needs."""
+    from datasets import load_from_disk
+
+    path = Path(cfg.dataset)
+    if not path.exists():
+        raise TrainingSetupError(f"dataset {path} not found; run the make_datasets stage first")
+    if (path / "EMPTY.md").exists():
+        raise TrainingSetupError(f"dataset {path} has no rows; check make_datasets inputs and the data card")
+    data = load_from_disk(str(path))
+    if "train" not in data:
+        raise TrainingSetupError(f"dataset {path} has no 'train' split (found {list(data)}); rebuild it")
+    needed = REQUIRED_COLUMNS[cfg.method]
+    missing = [c for c in needed if c not in data["train"].column_names]
+    if missing:
+        raise TrainingSetupError(
+            f"dataset {path} lacks column(s) {missing} needed by method {cfg.method!r} (has "
+            f"{data['train'].column_names}); point train.dataset at the {cfg.method} dataset (e.g. data/train/"
+            f"{cfg.method}) or change method"
+        )
+    if len(data["train"]) == 0:
+        raise TrainingSetupError(f"dataset {path} has no training rows; check make_datasets inputs and its data card")
+    splits = {name: data[name].select_columns(list(needed)) for name in data if len(data[name])}
+    return splits["train"], splits.get("eval")
+
+
+def load_tokenizer(cfg: TrainConfig, family: Family, trust: bool):
+    from transformers import AutoTokenizer
+
+    return prepare_tokenizer(AutoTokenizer.from_pretrained(cfg.model, trust_remote_code=trust), family)
+
+
+def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {
+        "dtype": getattr(torch, cfg.dtype),
+        "trust_remote_code": trust,
+        "attn_implementation": cfg.attn_implementation,
+    }
+    if cfg.tuning == "qlora":
+        kwargs["quantization_config"] = qlora_quantization(cfg)
+        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    if cfg.tuning == "qlora":
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, cfg.schedule.gradient_checkpointing)
+    return model
+
+
+def qlora_quantization(cfg: TrainConfig):
+    """4-bit NF4 quantisation for QLoRA; needs a CUDA GPU and bitsandbytes."""
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise TrainingSetupError("tuning: qlora needs a CUDA GPU (4-bit bitsandbytes); use tuning: lora on CPU")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise TrainingSetupError("tuning: qlora needs bitsandbytes; pip install 'bitsandbytes>=0.45'")
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float16,
+    )
+
+
+def lora_config(cfg: TrainConfig, family: Family):
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=list(cfg.lora.target_modules or family.lora_targets),
+        task_type="CAUSAL_LM",
+    )
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
+    """SFTConfig or DPOConfig from the run's params."""
+    from trl import DPOConfig, SFTConfig
+
+    s = cfg.schedule
+    common = dict(
+        output_dir=str(cfg.checkpoints_dir),
+        max_steps=s.max_steps,
+        num_train_epochs=s.num_train_epochs,
+        learning_rate=s.learning_rate,
+        lr_scheduler_type=s.lr_scheduler_type,
+        warmup_steps=s.warmup_ratio,  # transformers 5: a float below 1 is a ratio of the total steps
+        weight_decay=s.weight_decay,
+        max_grad_norm=s.max_grad_norm,
+        per_device_train_batch_size=s.per_device_train_batch_size,
+        per_device_eval_batch_size=s.per_device_eval_batch_size,
+        gradient_accumulation_steps=s.gradient_accumulation_steps,
+        gradient_checkpointing=s.gradient_checkpointing,
+        optim=s.optim,
+        logging_steps=s.logging_steps,
+        eval_strategy="steps" if s.eval_steps else "no",
+        eval_steps=s.eval_steps,
+        save_strategy="steps",
+        save_steps=s.save_steps,
+        save_total_limit=s.save_total_limit,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        bf16=cfg.dtype == "bfloat16",
+        fp16=cfg.dtype == "float16",
+        max_length=cfg.max_length,
+        report_to=report_to,
+        run_name=run_name,
+        deepspeed=cfg.deepspeed,
+        ddp_backend=None if _cuda() else "gloo",  # CPU processes (CI's ZeRO-2 run) talk over gloo
+        disable_tqdm=False,
+    )
+    if cfg.method == "sft":
+        return SFTConfig(**common, packing=cfg.sft.packing, completion_only_loss=cfg.sft.completion_only_loss)
+    return DPOConfig(
+        **common,
+        beta=cfg.dpo.beta,
+        loss_type=[cfg.dpo.loss_type],
+        label_smoothing=cfg.dpo.label_smoothing,
+        precompute_ref_log_probs=cfg.dpo.precompute_ref_log_probs,
+    )
+
+
+def build_trainer(cfg: TrainConfig, *, report_to: str = "none", run_name: str | None = None, callbacks=None):
+    """Everything up to ``trainer.train()``: returns (trainer, family, tokenizer)."""
+    from transformers import set_seed
+    from trl import DPOTrainer, SFTTrainer
+
+    set_seed(cfg.seed)
+    model_type = read_model_type(cfg.model)
+    family = detect_family(model_type, cfg.family)
+    trust = family.trust_remote_code if cfg.trust_remote_code is None else cfg.trust_remote_code
+    train_data, eval_data = load_training_data(cfg)
+    tokenizer = load_tokenizer(cfg, family, trust)
+    model = load_model(cfg.model, cfg, trust, tokenizer)
+    peft_config = lora_config(cfg, family) if cfg.tuning in ("lora", "qlora") else None
+    args = trainer_args(cfg, report_to=report_to, run_name=run_name)
+    common = dict(
+        model=model,
+        args=args,
+        train_dataset=train_data,
+        eval_dataset=eval_data,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=callbacks,
+    )
+    if cfg.method == "sft":
+        trainer = SFTTrainer(**common)
+    else:
+        ref_model = None
+        if cfg.tuning == "full" and (cfg.dpo.reference_model or not cfg.dpo.precompute_ref_log_probs):
+            ref_model = load_model(cfg.dpo.reference_model or cfg.model, cfg, trust, tokenizer)
+        trainer = DPOTrainer(ref_model=ref_model, **common)
+    return trainer, family, tokenizer
+
+
+def save_atomically(dest: Path, write) -> None:
+    """Call ``write(tmp_dir)`` and rename the folder onto ``dest``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    write(tmp)
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
+
+
+def merge_adapter(base_model: str, adapter_dir: Path, dest: Path, *, trust: bool = False) -> None:
+    """Load the base model, apply the adapter, merge it into the weights and save to ``dest``."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto", trust_remote_code=trust)
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir), trust_remote_code=trust)
+
+    def write(tmp: Path) -> None:
+        merged.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    save_atomically(dest, write)
+
+
+def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | None = None, callbacks=None) -> dict:
+    """Train (resuming when possible), evaluate, save final artefacts; returns the metrics."""
+    data_sha = dataset_hash(cfg.dataset) if Path(cfg.dataset).exists() else ""
+    fingerprint = run_fingerprint(cfg.model_dump(), data_sha)
+    trainer, family, tokenizer = build_trainer(cfg, report_to=report_to, run_name=run_name, callbacks=callbacks)
+    checkpoint = resolve_resume(cfg.checkpoints_dir, fingerprint, cfg.resume, is_main=trainer.is_world_process_zero())
+    resumed_from = checkpoint_step(checkpoint) if checkpoint else 0
+    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    metrics: dict[str, Any] = {"train_loss": result.training_loss, "global_step": trainer.state.global_step}
+    metrics.update({k: v for k, v in result.metrics.items() if isinstance(v, (int, float))})
+    if trainer.eval_dataset is not None:
+        metrics.update({k: v for k, v in trainer.evaluate().items() if isinstance(v, (int, float))})
+    history = loss_history(trainer.state.log_history)
+    if history:
+        metrics["first_logged_loss"], metrics["last_logged_loss"] = history[0]["loss"], history[-1]["loss"]
+    metrics["resumed_from_step"] = resumed_from
+    metrics["steps_this_run"] = trainer.state.global_step - resumed_from
+
+    def write_final(tmp: Path) -> None:
+        trainer.save_model(str(tmp))
+        if trainer.is_world_process_zero():
+            tokenizer.save_pretrained(str(tmp))
+
+    if trainer.is_world_process_zero():
+        save_atomically(cfg.final_dir, write_final)
+    else:  # every rank takes part in gathering ZeRO-3 weights; only rank 0 writes
+        trainer.save_model(str(cfg.final_dir))
+    trainer.accelerator.wait_for_everyone()
+    if not trainer.is_world_process_zero():
+        return metrics
+    trust = family.trust_remote_code if cfg.trust_remote_code is None else cfg.trust_remote_code
+    if cfg.merge:
+        merge_adapter(cfg.model, cfg.final_dir, cfg.merged_dir, trust=trust)
+    write_run_summary(cfg, family, metrics, history, checkpoint, data_sha, run_name)
+    return metrics
+
+
+__all__ = ["FamilyError", "TrainingSetupError", "build_trainer", "merge_adapter", "run_training"]

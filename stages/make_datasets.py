@@ -1,0 +1,39 @@
+"""DVC stage ``make_datasets``: merge, deduplicate, length-filter and split the generated SFT and DPO
+rows into ``datasets`` folders with a data card.
+
+Params: ``make_datasets`` (see :class:`pipelines.training.dataset_builder.MakeDatasetsConfig`).
+Outs: ``<output_dir>/sft``, ``<output_dir>/dpo`` (DatasetDict train/eval), ``<output_dir>/data_card.json``
+and ``DATA_CARD.md``; ``reports/make_datasets/rejected.jsonl`` (bad or too long rows, with reasons);
+metrics: ``reports/make_datasets/metrics.json`` (counts per dataset, split and source; missing inputs).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from pipelines.stage import stage_setup, write_metrics
+from pipelines.tracking import stage_run
+from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
+from pipelines.training.families import FamilyError
+
+log = logging.getLogger("edumas")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, cfg = stage_setup("make_datasets", "make_datasets", MakeDatasetsConfig, argv)
+    with stage_run("make_datasets", cfg.model_dump()) as run:
+        try:
+            metrics = build_datasets(cfg)
+        except (FileNotFoundError, FamilyError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if metrics["inputs_missing"]:
+            log.warning("optional inputs missing (see the data card): %s", ", ".join(metrics["inputs_missing"]))
+        write_metrics(Path(cfg.reports_dir) / "metrics.json", metrics, run)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

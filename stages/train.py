@@ -1,0 +1,62 @@
+"""DVC stage ``train``: one SFT or DPO run (trl) with full, LoRA or QLoRA tuning.
+
+Run ``python -m stages.train --section train.sft`` (or ``train.dpo``; a preset:
+``--params configs/training/<preset>.yaml --section train``). On several GPUs or nodes launch the
+same module with ``accelerate launch --config_file configs/accelerate/<config>.yaml -m stages.train ...``:
+every rank trains, rank 0 alone writes cards, metrics and the W&B run.
+
+Outs: ``<output_dir>/checkpoints`` (persist; a restarted run resumes from the last one),
+``<output_dir>/final`` (adapter or weights, tokenizer, model card), ``<output_dir>/merged`` when
+``merge: true``; ``<reports_dir>/{metrics.json,loss.csv,loss.png}``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import nullcontext
+
+from pipelines.stage import stage_setup, write_metrics
+from pipelines.tracking import StageRun, stage_run, wandb_mode
+from pipelines.training.config import TrainConfig, tracking_names
+from pipelines.training.families import FamilyError
+from pipelines.training.run import TrainingSetupError, is_main_process, run_training
+
+
+def tracking_enabled(cfg: TrainConfig) -> bool:
+    """W&B only when params ask for it and tracking is not switched off (EDUMAS_TRACKING=0, WANDB_MODE=disabled)."""
+    return (
+        cfg.tracking.report_to == "wandb"
+        and os.environ.get("EDUMAS_TRACKING", "1") != "0"
+        and wandb_mode() != "disabled"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, cfg = stage_setup("train", "train", TrainConfig, argv)
+    names = tracking_names(cfg)
+    report_to = "wandb" if tracking_enabled(cfg) else "none"
+    if report_to == "wandb":  # read by wandb.init and the Trainer's W&B callback
+        os.environ["WANDB_PROJECT"] = names["project"]
+        os.environ["WANDB_NAME"] = names["name"]
+        if names["group"]:
+            os.environ["WANDB_RUN_GROUP"] = names["group"]
+    main_rank = is_main_process()
+    tracker = (
+        stage_run("train", cfg.model_dump(), project=names["project"], group=names["group"], name=names["name"])
+        if main_rank
+        else nullcontext(StageRun(None))
+    )
+    with tracker as run:
+        try:
+            metrics = run_training(cfg, report_to=report_to, run_name=names["name"])
+        except (TrainingSetupError, FamilyError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if main_rank:
+            write_metrics(cfg.reports_path / "metrics.json", metrics, run)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
