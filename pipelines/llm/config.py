@@ -72,6 +72,7 @@ class TransformersBackendConfig(StrictModel):
     max_batch_size: int = Field(16, ge=1)
     batch_wait_ms: float = Field(10.0, ge=0)
     trust_remote_code: bool = False
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
 
 
 class VLLMBackendConfig(StrictModel):

@@ -171,6 +171,8 @@ class TransformersBackend:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             spec = self.spec
+            if spec.threads is not None:
+                torch.set_num_threads(spec.threads)  # process-wide; fewer threads win on a busy CPU
             dtype = "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype)
             tokenizer_source = spec.model
             if spec.adapter and (Path(spec.adapter) / "tokenizer_config.json").exists():

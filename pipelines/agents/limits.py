@@ -1,0 +1,84 @@
+"""One concurrency limit for every LLM call of a run, with older samples served first.
+
+The runner installs a :class:`CallLimiter` and each sample's ordinal in context variables; every
+agent call (and anything else that should share the limit) enters ``call_slot()``. Tasks created
+with ``asyncio.gather`` inherit the context, so a team's parallel agents need no plumbing.
+Waiting calls are granted in order of their sample's ordinal (then arrival), so samples already
+under way finish before new ones start: the engine's queue stays deep while the tail stays short.
+Outside a run ``call_slot()`` does not limit anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+
+class CallLimiter:
+    """A priority semaphore: at most ``limit`` holders; lowest priority number is served first."""
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError(f"concurrency limit must be >= 1, got {limit}")
+        self.limit = limit
+        self.in_use = 0
+        self.peak = 0
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._counter = itertools.count()
+
+    async def acquire(self, priority: int = 0) -> None:
+        if self.in_use < self.limit and not self._waiters:
+            self._take()
+            return
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._counter), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # granted and cancelled at once: pass the slot on
+            raise
+
+    def _take(self) -> None:
+        self.in_use += 1
+        self.peak = max(self.peak, self.in_use)
+
+    def release(self) -> None:
+        self.in_use -= 1
+        while self._waiters and self.in_use < self.limit:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                self._take()
+                future.set_result(None)
+
+
+_limiter: contextvars.ContextVar[CallLimiter | None] = contextvars.ContextVar("edumas_call_limiter", default=None)
+_priority: contextvars.ContextVar[int] = contextvars.ContextVar("edumas_call_priority", default=0)
+
+
+def install(limiter: CallLimiter | None, priority: int = 0) -> None:
+    """Make ``limiter`` and ``priority`` current for this task and the tasks it creates."""
+    _limiter.set(limiter)
+    _priority.set(priority)
+
+
+def current_limiter() -> CallLimiter | None:
+    return _limiter.get()
+
+
+@asynccontextmanager
+async def call_slot() -> AsyncIterator[None]:
+    """Hold one slot of the current run's limit (no limit outside a run)."""
+    limiter = _limiter.get()
+    if limiter is None:
+        yield
+        return
+    await limiter.acquire(_priority.get())
+    try:
+        yield
+    finally:
+        limiter.release()

@@ -1,0 +1,83 @@
+"""Helpers shared by the tagging parsers: verdict tags, JSON objects, code blocks, numbers.
+
+Every function takes raw reply text and returns a plain value or raises
+:class:`pipelines.agents.ParseError` saying what it looked for.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from typing import Any
+
+from pipelines.agents import ParseError
+
+VERDICT_TAG = re.compile(r"<\s*(yes|no|是|否)\s*>", re.I)
+VERDICT_LINE = re.compile(r"(?:answer|verdict|judg(?:e)?ment|答案|结论|判断)\s*[:：]\s*[*_`\s]*(yes|no|是|否)\b", re.I)
+POSITIVE = {"yes", "是"}
+NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
+FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def find_verdict(text: str) -> tuple[bool, str]:
+    """The last ``<Yes>``/``<No>`` (or ``<是>``/``<否>``, or ``Answer: Yes``) and the text before it."""
+    tags = list(VERDICT_TAG.finditer(text))
+    match = tags[-1] if tags else None
+    if match is None:
+        lines = list(VERDICT_LINE.finditer(text))
+        match = lines[-1] if lines else None
+    if match is None:
+        raise ParseError("no verdict found; expected <Yes> or <No>")
+    return match.group(1).lower() in POSITIVE, text[: match.start()].strip()
+
+
+def to_number(value: Any) -> int | float:
+    """A JSON value or text like ``"1,250 yuan"`` as int/float; raises ParseError if none."""
+    if isinstance(value, bool):
+        raise ParseError(f"boolean {value!r} is not a number")
+    if isinstance(value, (int, float)):
+        return value
+    match = NUMBER.search(str(value))
+    if not match:
+        raise ParseError(f"{value!r} is not a number")
+    text = match.group(0).replace(",", "")
+    return float(text) if "." in text else int(text)
+
+
+def identifier(name: str) -> str:
+    """A safe Python variable name for ``name`` (``"unit price"`` -> ``unit_price``)."""
+    clean = re.sub(r"\W+", "_", str(name).strip(), flags=re.ASCII).strip("_").lower()
+    if not clean:
+        raise ParseError(f"argument name {name!r} has no usable characters")
+    if clean[0].isdigit():
+        clean = "v_" + clean
+    return clean + "_" if keyword.iskeyword(clean) or clean in {"true", "false", "none", "print"} else clean
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a reply (fenced or bare), tolerating single quotes and trailing commas."""
+    candidates = [body for lang, body in FENCE.findall(text) if lang.lower() in ("", "json")]
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        candidate = candidate.strip()
+        for attempt in (candidate, re.sub(r",\s*([}\]])", r"\1", candidate.replace("'", '"'))):
+            try:
+                value = json.loads(attempt)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                return value
+    raise ParseError("no JSON object found")
+
+
+def code_block(text: str) -> str:
+    """Code from a fenced block (python or unlabelled), else the whole reply if it looks like code."""
+    for lang, body in FENCE.findall(text):
+        if lang.lower() in ("", "python", "py", "python3") and body.strip():
+            return body.strip("\n")
+    if "print(" in text:
+        return text.strip()
+    raise ParseError("no code block found; expected ```python ... ```")

@@ -1,0 +1,224 @@
+"""The multi-agent tagging team for one (definition, question) pair.
+
+    planner ─┐                      ┌─ semantic judge (per semantic sub-constraint)
+             ├─ per sub-constraint ─┤
+    solver  ─┘                      └─ arg extractor -> program writer -> sandbox (per numerical one)
+                                         verdict = AND of the sub-constraint verdicts
+
+The planner and the solver run concurrently; judges of different sub-constraints run
+concurrently. The plan depends on the definition alone, so it is made once per (definition,
+language) and shared by every question of that concept. A failed sub-task (a reply that never
+parsed, an LLM error, a sandbox error or timeout, a program printing no boolean) is counted,
+traced and settled by ``failure_policy``: ``no`` (the sub-constraint fails) or ``semantic``
+(a failed numerical check is re-judged by the semantic judge; if that fails too, No).
+A failed plan falls back to the whole definition as one semantic sub-constraint; a failed
+solution leaves the judges without one. Both count as failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from pipelines.agents import SampleTrace
+from pipelines.agents.sandbox import SandboxLimits, run_python
+from pipelines.config import StrictModel
+from pipelines.tagging.agents.numerical_judge import (
+    assignments,
+    checking_program,
+    make_arg_extractor,
+    make_program_writer,
+)
+from pipelines.tagging.agents.planner import Plan, SubConstraint, make_planner
+from pipelines.tagging.agents.semantic_judge import make_semantic_judge
+from pipelines.tagging.agents.solver import make_solver
+from pipelines.tagging.data import TaggingExample
+
+NO_SOLUTION = {"en": "(no solution available)", "zh": "（没有可用的解答）"}
+WHOLE_DEFINITION = {"en": "Does the question satisfy the whole definition?", "zh": "题目是否满足整个定义？"}
+
+
+class TeamConfig(StrictModel):
+    """How the team runs (see the module docstring)."""
+
+    failure_policy: Literal["no", "semantic"] = "no"
+    max_attempts: int = Field(2, ge=1)
+    retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
+    max_constraints: int = Field(5, ge=1)
+    max_tokens: dict[Literal["planner", "solver", "semantic_judge", "arg_extractor", "program_writer"], int] = {}
+    semantic_demonstrations: bool = True
+    sandbox: SandboxLimits = SandboxLimits()
+    sandbox_concurrency: int = Field(8, ge=1)
+
+    @field_validator("failure_policy", mode="before")
+    @classmethod
+    def _yaml_no(cls, value: Any) -> Any:
+        """YAML 1.1 reads an unquoted ``no`` as false; take it as the ``"no"`` policy."""
+        return "no" if value is False else value
+
+
+@dataclass
+class ConstraintOutcome:
+    """How one sub-constraint was settled."""
+
+    kind: str
+    text: str
+    verdict: bool
+    settled_by: str
+    error: str | None = None
+    reasoning: str = ""
+    arguments: str = ""
+    program: str = ""
+
+
+@dataclass
+class TeamVerdict:
+    verdict: bool
+    constraints: list[ConstraintOutcome] = field(default_factory=list)
+    failures: int = 0
+    solution: str = ""
+
+
+class TaggingTeam:
+    """Runs the team; ``llm_for(role)`` gives each role its LLM (``LLMRuntime.for_role``)."""
+
+    def __init__(
+        self,
+        llm_for: Callable[[str], Any],
+        cfg: TeamConfig,
+        demonstrations: dict[tuple[str, str], list[TaggingExample]] | None = None,
+        sandbox: Callable[..., Any] = run_python,
+    ):
+        self.cfg = cfg
+        self.demonstrations = demonstrations or {}
+        self.sandbox = sandbox
+        common = {"max_attempts": cfg.max_attempts, "retry_temperature": cfg.retry_temperature}
+        tokens = cfg.max_tokens
+        self.planner = make_planner(cfg.max_constraints, max_tokens=tokens.get("planner"), **common)
+        self.solver = make_solver(max_tokens=tokens.get("solver"), **common)
+        self.semantic_judge = make_semantic_judge(max_tokens=tokens.get("semantic_judge"), **common)
+        self.arg_extractor = make_arg_extractor(max_tokens=tokens.get("arg_extractor"), **common)
+        self.program_writer = make_program_writer(max_tokens=tokens.get("program_writer"), **common)
+        self._llms: dict[str, Any] = {}
+        self._llm_for = llm_for
+        self._plans: dict[tuple[str, str], asyncio.Task] = {}
+        self._sandbox_slots: asyncio.Semaphore | None = None
+
+    def llm(self, role: str) -> Any:
+        if role not in self._llms:
+            self._llms[role] = self._llm_for(role)
+        return self._llms[role]
+
+    async def _plan(self, example: TaggingExample, trace: SampleTrace) -> tuple[Plan, int]:
+        key = (example.definition, example.language)
+        first = key not in self._plans
+        if first:
+            vars = {"definition": example.definition, "language": example.language}
+            self._plans[key] = asyncio.ensure_future(self.planner.run(self.llm(self.planner.role), vars))
+        record = await asyncio.shield(self._plans[key])
+        trace.add(record, shared_plan=not first)
+        if record.ok:
+            return record.parsed, 0
+        return Plan([SubConstraint("semantic", WHOLE_DEFINITION.get(example.language, WHOLE_DEFINITION["en"]))]), 1
+
+    async def tag(self, example: TaggingExample, trace: SampleTrace) -> TeamVerdict:
+        """The team's verdict on one pair; every agent's record goes to ``trace``."""
+        if self._sandbox_slots is None:
+            self._sandbox_slots = asyncio.Semaphore(self.cfg.sandbox_concurrency)
+        solve_vars = {"question": example.question, "language": example.language}
+        (plan, plan_failed), solved = await asyncio.gather(
+            self._plan(example, trace), self.solver.run(self.llm(self.solver.role), solve_vars)
+        )
+        trace.add(solved)
+        solution = solved.parsed.text if solved.ok else NO_SOLUTION.get(example.language, NO_SOLUTION["en"])
+        outcomes = await asyncio.gather(
+            *(self._judge(example, solution, i, c, trace) for i, c in enumerate(plan.constraints))
+        )
+        failures = plan_failed + (not solved.ok) + sum(o.error is not None for o in outcomes)
+        return TeamVerdict(all(o.verdict for o in outcomes), list(outcomes), failures, solution)
+
+    async def _judge(
+        self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
+    ) -> ConstraintOutcome:
+        if constraint.kind == "numerical":
+            outcome = await self._numerical(example, solution, index, constraint, trace)
+            if outcome.error is None or self.cfg.failure_policy == "no":
+                return outcome
+            fallback = await self._semantic(example, solution, index, constraint, trace)
+            fallback.error = outcome.error + ("" if fallback.error is None else f"; then {fallback.error}")
+            fallback.settled_by = "policy:semantic" if fallback.settled_by == "semantic_judge" else "policy:no"
+            return fallback
+        return await self._semantic(example, solution, index, constraint, trace)
+
+    async def _semantic(
+        self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
+    ) -> ConstraintOutcome:
+        demos = self.demonstrations.get(example.concept, []) if self.cfg.semantic_demonstrations else []
+        vars = {
+            "definition": example.definition,
+            "question": example.question,
+            "solution": solution,
+            "constraint": constraint.text,
+            "demonstrations": [{"question": d.question, "label": d.label} for d in demos],
+            "language": example.language,
+        }
+        record = await self.semantic_judge.run(self.llm(self.semantic_judge.role), vars)
+        trace.add(record, constraint_index=index, constraint=constraint)
+        if record.ok:
+            return ConstraintOutcome(
+                constraint.kind,
+                constraint.text,
+                record.parsed.verdict,
+                "semantic_judge",
+                reasoning=record.parsed.reasoning,
+            )
+        return ConstraintOutcome(
+            constraint.kind, constraint.text, False, "policy:no", error=f"semantic_judge: {record.error}"
+        )
+
+    async def _numerical(
+        self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
+    ) -> ConstraintOutcome:
+        def failed(error: str) -> ConstraintOutcome:
+            return ConstraintOutcome(constraint.kind, constraint.text, False, "policy:no", error=error)
+
+        llm = self.llm(self.arg_extractor.role)
+        vars = {
+            "constraint": constraint.text,
+            "question": example.question,
+            "solution": solution,
+            "language": example.language,
+        }
+        extracted = await self.arg_extractor.run(llm, vars)
+        trace.add(extracted, constraint_index=index, constraint=constraint)
+        if not extracted.ok:
+            return failed(f"arg_extractor: {extracted.error}")
+        variables = assignments(extracted.parsed.values)
+        written = await self.program_writer.run(
+            self.llm(self.program_writer.role),
+            {"constraint": constraint.text, "variables": variables, "language": example.language},
+        )
+        if not written.ok:
+            trace.add(written, constraint_index=index, constraint=constraint)
+            return failed(f"program_writer: {written.error}")
+        code = checking_program(extracted.parsed, written.parsed)
+        async with self._sandbox_slots:
+            result = await self.sandbox(code, self.cfg.sandbox)
+        sandbox = dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result.__dict__)
+        trace.add(written, constraint_index=index, constraint=constraint, code=code, sandbox=sandbox)
+        if result.verdict is None:
+            why = result.killed_reason or ("timed out" if result.timed_out else f"exit code {result.exit_code}")
+            return failed(f"sandbox: no boolean printed ({why}); stderr: {result.stderr[-300:]}")
+        return ConstraintOutcome(
+            constraint.kind,
+            constraint.text,
+            bool(result.verdict),
+            "numerical_judge",
+            arguments=variables.replace("\n", ", "),
+            program=written.parsed.code.strip(),
+        )

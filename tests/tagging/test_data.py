@@ -1,0 +1,133 @@
+"""Readers, the demo set's labels (re-checked from the numbers), and the demonstration split."""
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pipelines.tagging.data import (
+    DemoConfig,
+    FieldMap,
+    TaggingDataConfig,
+    limit_examples,
+    read_examples,
+    split_demonstrations,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "data" / "tagging" / "demo.jsonl"
+SHARED_CSV = ROOT.parent / "shared" / "data" / "tagging" / "mathfish_few_shot_entailment.csv"
+
+
+def truth(kid, m):
+    """Each concept's rule, written independently of the generator."""
+    two_digit = lambda x: 10 <= x <= 99  # noqa: E731
+    rules = {
+        "mul_2d_by_1d": lambda: m["op"] == "mul" and two_digit(m["a"]) and 2 <= m["b"] <= 9,
+        "add_within_100": lambda: m["op"] == "add" and m["a"] + m["b"] <= 100,
+        "price_three_digit": lambda: m["topic"] == "shopping" and any(len(str(p)) == 3 for p in m["prices"]),
+        "combinations_le_15": lambda: m["op"] == "combine" and m["m"] * m["n"] <= 15,
+        "sub_with_regrouping": lambda: (
+            m["op"] == "sub" and two_digit(m["a"]) and two_digit(m["b"]) and m["a"] % 10 < m["b"] % 10
+        ),
+        "div_with_remainder": lambda: (
+            m["op"] == "div" and two_digit(m["a"]) and 2 <= m["b"] <= 9 and m["a"] % m["b"] != 0
+        ),
+    }
+    return int(rules[kid]())
+
+
+def test_demo_set_labels_are_correct_and_balanced():
+    rows = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= 80 and len({r["id"] for r in rows}) == len(rows)
+    assert len({r["knowledge_id"] for r in rows}) >= 6
+    for row in rows:
+        assert row["label"] == truth(row["knowledge_id"], row["meta"]), row["id"]
+        numbers = [v for v in row["meta"].values() if isinstance(v, int)] + row["meta"].get("prices", [])
+        found = [int(x) for x in re.findall(r"\d+", row["question"])]
+        assert sorted(numbers) == sorted(found), row["id"]  # the meta numbers are the question's numbers
+        assert row["rationale"].endswith(("<Yes>。", "<No>。", "<Yes>.", "<No>."))
+    counts = Counter((r["knowledge_id"], r["language"], r["label"]) for r in rows)
+    for kid in {r["knowledge_id"] for r in rows}:
+        for lang in ("en", "zh"):
+            assert counts[(kid, lang, 1)] >= 3 and counts[(kid, lang, 0)] >= 3
+
+
+def test_reader_maps_fields_labels_and_skips_unreadable_rows(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text("k,q,y\nAdd within 10,1 + 2 = ?,YES\nAdd within 10,7 + 8 = ?,no\nAdd within 10,?,maybe\n")
+    cfg = TaggingDataConfig(
+        path=str(path),
+        fields=FieldMap(
+            definition="k", question="q", label="y", id=None, knowledge_id=None, language=None, rationale=None
+        ),
+    )
+    rows = read_examples(cfg)
+    assert [(r.question, r.label, r.language) for r in rows] == [("1 + 2 = ?", 1, "en"), ("7 + 8 = ?", 0, "en")]
+    assert rows[0].knowledge_id == rows[1].knowledge_id and rows[0].knowledge_id.startswith("k-")
+    with pytest.raises(ValueError, match="no column 'question'"):
+        read_examples(TaggingDataConfig(path=str(path), fields=FieldMap(definition="k", label="y")))
+
+
+def test_default_config_reads_the_demo_set_and_filters_languages():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+    assert len(rows) == 108 and {r.language for r in rows} == {"en", "zh"}
+    zh = read_examples(TaggingDataConfig(languages=["zh"]), ROOT)
+    assert zh and all(r.language == "zh" for r in zh)
+
+
+def test_shared_mathfish_csv_reads_by_params_alone():
+    if not SHARED_CSV.exists():
+        pytest.skip(f"shared data not found at {SHARED_CSV} (optional; only the demo set is required)")
+    cfg = TaggingDataConfig(
+        path=str(SHARED_CSV),
+        fields=FieldMap(
+            definition="standard_description",
+            question="text",
+            label="aligns",
+            id="id",
+            knowledge_id=None,
+            language=None,
+            rationale=None,
+        ),
+    )
+    rows = read_examples(cfg)
+    assert len(rows) == 24 and Counter(r.label for r in rows) == {1: 12, 0: 12}
+    assert rows[0].id == "fl_problem_001894_pos_0" and rows[0].label == 1
+    assert rows[0].definition.startswith("Prove the addition and subtraction formulas")
+
+
+def test_demonstrations_are_never_evaluated_and_are_seeded():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+    shown, evaluation, pools = split_demonstrations(rows, DemoConfig(pool_per_concept=3, k=2, seed=1))
+    held = {e.id for pool in pools.values() for e in pool}
+    assert len(held) == 36 and not held & {e.id for e in evaluation}
+    assert len(evaluation) == 72
+    for concept, demos in shown.items():
+        assert len(demos) == 2 and {d.label for d in demos} == {0, 1}
+        assert all(d.concept == concept for d in demos)
+    again, _, _ = split_demonstrations(rows, DemoConfig(pool_per_concept=3, k=2, seed=1))
+    assert {c: [d.id for d in v] for c, v in shown.items()} == {c: [d.id for d in v] for c, v in again.items()}
+    other, _, _ = split_demonstrations(rows, DemoConfig(pool_per_concept=3, k=2, seed=2))
+    assert {c: [d.id for d in v] for c, v in shown.items()} != {c: [d.id for d in v] for c, v in other.items()}
+    picked = limit_examples(evaluation, 12, seed=0)
+    assert len(picked) == 12 and len({e.knowledge_id for e in picked}) == 6
+    six = limit_examples(evaluation, 6, seed=0)
+    assert len({e.knowledge_id for e in six}) == 6 and {e.label for e in six} == {0, 1}
+    assert {e.language for e in six} == {"en", "zh"}
+
+
+def test_nearest_strategy_ranks_by_embedding():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+
+    def embed(texts):  # definition first; questions scored by their length (a stand-in embedding)
+        import numpy as np
+
+        return np.array([[1.0, 0.0]] + [[1.0, len(t) / 100] for t in texts[1:]])
+
+    shown, _, pools = split_demonstrations(rows, DemoConfig(strategy="nearest", pool_per_concept=4, k=2), embed)
+    for concept, demos in shown.items():
+        positives = sorted((p for p in pools[concept] if p.label == 1), key=lambda p: len(p.question))
+        assert demos[0] is positives[0]  # the closest (shortest) positive comes first

@@ -1,0 +1,109 @@
+"""Stage generate@tagging end to end on scripted replies: every output, in the shared formats."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import ConfigError, validate_section
+from pipelines.tagging.config import TaggingConfig
+from stages.generate_tagging import main
+
+ROOT = Path(__file__).resolve().parents[2]
+REPLIES = [
+    {"match": "task planner", "reply": "<semantic> Does the question fit?\n<numerical> Is the first number positive?"},
+    {"match": "question solver", "reply": "Compute it. Final answer: 12"},
+    {"match": "semantic judge", "reply": "It fits. <Yes>"},
+    {"match": "First step: extract", "reply": '{"first": 5}'},
+    {"match": "Second step: write", "reply": "```python\nprint(first > 0)\n```"},
+    {"match": "expert math teacher", "reply": "Not this one. <No>"},
+]
+
+
+def write_params(tmp_path: Path, **overrides) -> Path:
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text("".join(json.dumps(r) + "\n" for r in REPLIES))
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        textwrap.dedent(f"""\
+        tagging:
+          data: {{path: {ROOT / "data/tagging/demo.jsonl"}, languages: [en], limit: 12}}
+          demos: {{pool_per_concept: 3, k: 2}}
+          systems: [team, single_llm]
+          concurrency: 8
+          progress: false
+          llm:
+            default: {{kind: scripted, replies: {replies}}}
+            cache: cache/llm.sqlite
+          team: {{failure_policy: {overrides.get("policy", "no")}}}
+        """)
+    )
+    return params
+
+
+def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    metrics = main(["--params", str(write_params(tmp_path))])
+    reports, generated = tmp_path / "reports/generate_tagging", tmp_path / "data/generated/tagging"
+    assert json.loads((reports / "metrics.json").read_text()) == metrics
+    assert metrics["n_evaluated"] == 12 and metrics["n_demonstration_pool"] == 18
+    team, single = metrics["systems"]["team"], metrics["systems"]["single_llm"]
+    positives = team["overall"]["confusion"]["tp"] + team["overall"]["confusion"]["fn"]
+    assert team["overall"]["recall"] == 1.0 and team["overall"]["confusion"]["fp"] == 12 - positives
+    assert single["overall"]["confusion"] == {"tp": 0, "fp": 0, "tn": 12 - positives, "fn": positives}
+    assert set(team["per_knowledge"]) == {
+        "mul_2d_by_1d",
+        "add_within_100",
+        "price_three_digit",
+        "combinations_le_15",
+        "sub_with_regrouping",
+        "div_with_remainder",
+    }
+    # planner once per concept (6), then solver + semantic + extractor + writer per question
+    assert team["llm_calls_per_question"] == pytest.approx((6 + 4 * 12) / 12)
+    assert single["llm_calls_per_question"] == 1.0 and team["tokens_per_question"] > single["tokens_per_question"]
+    assert team["failed_subtasks"] == 0
+
+    table = (reports / "table.md").read_text()
+    assert "| Multi-agent team | " in table and "| Single LLM (few-shot CoT) | 0.0 |" not in table
+    assert (reports / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    usage = json.loads((reports / "usage.json").read_text())
+    assert usage["planner"]["calls"] == 6 and usage["single_llm"]["calls"] == 12
+
+    traces = [json.loads(line) for line in (generated / "traces.jsonl").read_text().splitlines()]
+    assert {t["system"] for t in traces} == {"team", "single_llm"}
+    writer = [t for t in traces if t["agent"] == "program_writer"]
+    assert len(writer) == 12 and all(t["sandbox"]["verdict"] is True for t in writer)
+    aggregate = [t for t in traces if t["agent"] == "team"]
+    assert len(aggregate) == 12 and all(t["parsed"]["verdict"] is True for t in aggregate)
+
+    sft = [json.loads(line) for line in (generated / "sft.jsonl").read_text().splitlines()]
+    assert len(sft) == positives  # only right verdicts
+    row = sft[0]
+    assert row["source"] == "tagging" and row["id"].startswith("tagging-")
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+    assert row["messages"][-1]["content"].endswith("<Yes>") and row["meta"]["label"] == 1
+    assert "Question:" in row["messages"][1]["content"] and "Reasoning:" in row["messages"][1]["content"]
+
+    predictions = [json.loads(line) for line in (generated / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 12 and set(predictions[0]["predictions"]) == {"team", "single_llm"}
+
+    # a rerun repeats no finished LLM call: every call comes from the request cache
+    again = main(["--params", str(write_params(tmp_path))])
+    assert again["systems"]["team"]["overall"] == team["overall"]
+    usage = json.loads((reports / "usage.json").read_text())
+    assert usage["total"]["cache_hits"] == usage["total"]["calls"]
+
+
+def test_bad_params_stop_with_a_clear_message(tmp_path, capsys):
+    params = write_params(tmp_path, policy="maybe")
+    with pytest.raises(SystemExit) as exc:
+        main(["--params", str(params)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "tagging.team.failure_policy" in err and "params.yaml:" in err
+    with pytest.raises(ConfigError, match="unknown key"):
+        validate_section(
+            {"llm": {"default": {"kind": "scripted", "replies": "x"}}, "sytems": []}, TaggingConfig, section="tagging"
+        )

@@ -1,0 +1,143 @@
+"""The whole team on scripted replies: verdicts from the sandboxed numbers, AND semantics, the
+failure policy, plan sharing, per-role LLMs and concurrency of independent agents."""
+
+import asyncio
+import time
+
+import pytest
+
+from pipelines.agents import SampleTrace
+from pipelines.agents.sandbox import SandboxLimits
+from pipelines.llm.client import LLM
+from pipelines.llm.scripted import ScriptedBackend
+from pipelines.tagging.data import TaggingExample
+from pipelines.tagging.team import TaggingTeam, TeamConfig
+from tests.tagging.scripted import team_rules
+
+DEFINITION = "Multiplying a two-digit number by a one-digit number."
+
+
+def example(n, i=0, definition=DEFINITION, language="en"):
+    return TaggingExample(
+        f"q{i}", "mul", definition, f"A box holds {n} pens. How many pens are in 3 boxes?", 1, language
+    )
+
+
+def run_team(examples, rules=None, cfg=None, backend=None):
+    backend = backend or ScriptedBackend(rules or team_rules())
+    roles = []
+
+    def llm_for(role):
+        roles.append(role)
+        return LLM(backend, role=role)
+
+    team = TaggingTeam(llm_for, cfg or TeamConfig())
+
+    async def main():
+        traces = [SampleTrace(e.id) for e in examples]
+        results = await asyncio.gather(*(team.tag(e, t) for e, t in zip(examples, traces, strict=True)))
+        return results, traces
+
+    results, traces = asyncio.run(main())
+    return results, traces, backend, roles
+
+
+def test_numerical_judge_decides_from_the_sandbox_and_traces_everything():
+    (yes, no), (trace_yes, trace_no), backend, roles = run_team([example(45, 0), example(150, 1)])
+    assert yes.verdict is True and yes.failures == 0
+    assert no.verdict is False and no.failures == 0
+    assert [(c.kind, c.verdict, c.settled_by) for c in no.constraints] == [
+        ("semantic", True, "semantic_judge"),
+        ("numerical", False, "numerical_judge"),
+    ]
+    assert no.constraints[1].arguments == "first = 150"
+    assert sorted(set(roles)) == ["numerical_judge", "planner", "semantic_judge", "solver"]
+    agents = [row["agent"] for row in trace_no.rows]
+    assert sorted(agents) == ["arg_extractor", "planner", "program_writer", "semantic_judge", "solver"]
+    program_row = next(r for r in trace_no.rows if r["agent"] == "program_writer")
+    assert program_row["code"] == "first = 150\n\nprint(10 <= first <= 99)\n"
+    assert program_row["sandbox"]["stdout"].strip() == "False" and program_row["sandbox"]["verdict"] is False
+    assert program_row["role"] == "numerical_judge" and program_row["usage"]["completion_tokens"] > 0
+    # the plan depends only on the definition: one planner call for both questions
+    assert sum("task planner" in c[0]["content"] for c in backend.calls) == 1
+    assert [r["shared_plan"] for r in trace_yes.rows + trace_no.rows if r["agent"] == "planner"] == [False, True]
+
+
+def test_verdict_is_the_and_of_sub_constraints():
+    (result,), _, _, _ = run_team([example(45)], team_rules(semantic="It asks for a sum. <No>"))
+    assert [c.verdict for c in result.constraints] == [False, True]
+    assert result.verdict is False and result.failures == 0
+
+
+@pytest.mark.parametrize(
+    "policy, verdict, settled",
+    [("no", False, "policy:no"), ("semantic", True, "policy:semantic")],
+)
+def test_unparseable_program_is_counted_and_settled_by_policy(policy, verdict, settled):
+    rules = team_rules()
+    rules[4] = (r"Second step: write", "I cannot write code for this.")
+    cfg = TeamConfig(failure_policy=policy, max_attempts=2)
+    (result,), (trace,), backend, _ = run_team([example(45)], rules, cfg)
+    numerical = result.constraints[1]
+    assert result.verdict is verdict and numerical.settled_by == settled
+    assert result.failures == 1 and numerical.error.startswith("program_writer: parse (attempt 2/2)")
+    writer_rows = [r for r in trace.rows if r["agent"] == "program_writer"]
+    assert len(writer_rows) == 1 and writer_rows[0]["ok"] is False and writer_rows[0]["calls"] == 2
+    judged = [r["constraint_index"] for r in trace.rows if r["agent"] == "semantic_judge"]
+    assert judged == ([0] if policy == "no" else sorted([0, 1]))
+
+
+def test_sandbox_error_and_timeout_are_failures_with_the_sandbox_result_traced():
+    rules = team_rules(program="print(undefined_name > 1)")
+    (result,), (trace,), _, _ = run_team([example(45)], rules)
+    assert result.verdict is False and result.failures == 1
+    assert "sandbox: no boolean printed" in result.constraints[1].error
+    row = next(r for r in trace.rows if r["agent"] == "program_writer")
+    assert row["sandbox"]["exit_code"] != 0 and "NameError" in row["sandbox"]["stderr"]
+
+    cfg = TeamConfig(failure_policy="semantic", sandbox=SandboxLimits(wall_time_s=0.5, cpu_time_s=1.0))
+    (result,), (trace,), _, _ = run_team([example(45)], team_rules(program="while True:\n    pass\nprint(True)"), cfg)
+    row = next(r for r in trace.rows if r["agent"] == "program_writer")
+    assert row["sandbox"]["timed_out"] or row["sandbox"]["killed_reason"]
+    assert result.failures == 1 and result.verdict is True  # re-judged semantically
+    assert result.constraints[1].settled_by == "policy:semantic"
+
+
+def test_failed_plan_falls_back_to_the_whole_definition():
+    rules = team_rules(plan="I am not sure what you mean.")
+    (result,), _, _, _ = run_team([example(45)], rules, TeamConfig(max_attempts=1))
+    assert result.failures == 1 and len(result.constraints) == 1
+    assert result.constraints[0].text == "Does the question satisfy the whole definition?"
+    assert result.verdict is True
+
+
+def test_chinese_question_uses_chinese_prompts():
+    plan = "<semantic> 题目是否要求计算乘积？\n<numerical> 第一个数是否是两位数？"
+    zh = TaggingExample("z", "mul", "两位数乘一位数。", "每盒有 47 支笔，3 盒有多少支？", 1, "zh")
+    (result,), (trace,), backend, _ = run_team([zh], team_rules(plan=plan))
+    assert result.verdict is True
+    assert all("知识点标注团队" in c[0]["content"] for c in backend.calls)
+
+
+def test_independent_agents_run_concurrently():
+    spans = []
+
+    class Timed(ScriptedBackend):
+        async def chat(self, messages, params):
+            start = time.perf_counter()
+            result = await super().chat(messages, params)
+            spans.append((messages[0]["content"][:40], start, time.perf_counter()))
+            return result
+
+    rules = team_rules(plan="<numerical> Is the first number below 100?\n<numerical> Is the first number above 9?")
+    run_team([example(45)], backend=Timed(rules, delay_s=0.3))
+
+    def span(word):
+        return [s for s in spans if word in s[0]]
+
+    def overlap(a, b):
+        return a[1] < b[2] and b[1] < a[2]
+
+    assert overlap(span("task planner")[0], span("question solver")[0])
+    first, second = span("numerical judge")[:2]  # the two arg extractions, one per sub-constraint
+    assert overlap(first, second)
