@@ -1,0 +1,142 @@
+"""Text embedders for the knowledge bases.
+
+- :class:`SentenceTransformerEmbedder`: a local sentence-transformers folder (the offline default,
+  ``models/base/all-minilm-l6-v2``); dense, L2-normalised.
+- :class:`BGEM3Embedder`: FlagEmbedding's ``BGEM3FlagModel`` for real runs; dense vectors and,
+  with ``sparse: true``, lexical weights (token id -> weight) for hybrid scoring.
+
+Both load from a local path only (``local_files_only``), so nothing is downloaded at run time.
+``encode_documents`` / ``encode_queries`` return :class:`Encoded`; queries get ``query_prefix``.
+``identity`` names model and settings; a store built by another identity is rebuilt, not mixed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from pipelines.retrieval.config import EmbedderConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Encoded:
+    """``dense``: float32 array (n, dim), rows L2-normalised; ``sparse``: one {token: weight} per text."""
+
+    dense: np.ndarray
+    sparse: list[dict[str, float]] | None = None
+
+
+class Embedder(Protocol):
+    identity: str
+
+    def encode_documents(self, texts: list[str]) -> Encoded: ...
+
+    def encode_queries(self, texts: list[str]) -> Encoded: ...
+
+
+def _check_path(path: str) -> Path:
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"embedding model folder {folder} not found; run `dvc repro prepare_models` or set "
+            "build_kb.embedder.path to a local model folder (models are never downloaded at run time)"
+        )
+    return folder
+
+
+def _name(folder: Path) -> str:
+    """A readable model name: the last two parts of the resolved folder path."""
+    return "/".join(folder.resolve().parts[-2:])
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model (dense only)."""
+
+    def __init__(self, cfg: EmbedderConfig):
+        from sentence_transformers import SentenceTransformer
+
+        folder = _check_path(cfg.path)
+        self.cfg = cfg
+        self.model = SentenceTransformer(str(folder), device=cfg.device, local_files_only=True)
+        self.model.max_seq_length = min(cfg.max_length, self.model.max_seq_length or cfg.max_length)
+        self.identity = f"sentence_transformers:{_name(folder)}:len{self.model.max_seq_length}"
+
+    def _encode(self, texts: list[str]) -> Encoded:
+        if not texts:
+            return Encoded(np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32))
+        vectors = self.model.encode(
+            texts, batch_size=self.cfg.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return Encoded(_normalise(vectors))
+
+    def encode_documents(self, texts: list[str]) -> Encoded:
+        return self._encode(texts)
+
+    def encode_queries(self, texts: list[str]) -> Encoded:
+        return self._encode([self.cfg.query_prefix + t for t in texts])
+
+
+class BGEM3Embedder:
+    """FlagEmbedding BGE-M3: dense = normalised CLS vector; sparse = lexical weights (optional)."""
+
+    def __init__(self, cfg: EmbedderConfig):
+        from FlagEmbedding import BGEM3FlagModel
+
+        folder = _check_path(cfg.path)
+        self.cfg = cfg
+        self.model = BGEM3FlagModel(
+            str(folder),
+            use_fp16=cfg.use_fp16,
+            devices=cfg.device,
+            batch_size=cfg.batch_size,
+            query_max_length=cfg.max_length,
+            passage_max_length=cfg.max_length,
+            query_instruction_for_retrieval=cfg.query_prefix or None,
+        )
+        self.identity = f"bge_m3:{_name(folder)}:len{cfg.max_length}:sparse{int(cfg.sparse)}"
+
+    def _encode(self, texts: list[str], *, query: bool) -> Encoded:
+        encode = self.model.encode_queries if query else self.model.encode_corpus
+        out = encode(
+            texts,
+            batch_size=self.cfg.batch_size,
+            max_length=self.cfg.max_length,
+            return_dense=True,
+            return_sparse=self.cfg.sparse,
+            return_colbert_vecs=False,
+        )
+        sparse = None
+        if self.cfg.sparse:
+            sparse = [{str(k): float(v) for k, v in weights.items()} for weights in out["lexical_weights"]]
+        return Encoded(_normalise(np.atleast_2d(out["dense_vecs"])), sparse)
+
+    def encode_documents(self, texts: list[str]) -> Encoded:
+        return self._encode(texts, query=False)
+
+    def encode_queries(self, texts: list[str]) -> Encoded:
+        return self._encode(texts, query=True)
+
+
+def lexical_score(query: dict[str, float], doc: dict[str, float]) -> float:
+    """BGE-M3 lexical matching score: sum over shared tokens of query weight * document weight."""
+    return float(sum(w * doc[t] for t, w in query.items() if t in doc))
+
+
+def build_embedder(cfg: EmbedderConfig) -> Embedder:
+    """The embedder named by ``cfg.kind`` (heavy libraries are imported only then)."""
+    log.info("loading %s embedder from %s", cfg.kind, cfg.path)
+    if cfg.kind == "bge_m3":
+        return BGEM3Embedder(cfg)
+    return SentenceTransformerEmbedder(cfg)

@@ -1,0 +1,155 @@
+"""Multi-query retrieval for the expert groups.
+
+``retrieve(query, group=...)`` embeds the query and its LLM rewrites, takes the top
+``per_query_k`` chunks per query from every collection the group reads (optionally rescored with
+BGE-M3 lexical weights), fuses the ranked lists by reciprocal-rank fusion, drops duplicate texts,
+optionally reranks with a cross-encoder, and returns :class:`Hit` objects that say how each
+chunk was found. ``dense(query, ...)`` is the single-query baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.retrieval.config import RetrievalConfig
+from pipelines.retrieval.embedders import Embedder, lexical_score
+from pipelines.retrieval.fusion import reciprocal_rank_fusion
+from pipelines.retrieval.rerank import CrossEncoderReranker
+from pipelines.retrieval.rewrite import QueryRewriter
+from pipelines.retrieval.store import KnowledgeStore, StoredChunk
+
+
+@dataclass
+class Hit:
+    """A retrieved chunk: ``scores`` has ``dense`` (best cosine), ``rrf`` and maybe ``sparse``/``rerank``;
+    ``found_by`` lists the queries (original first, then rewrites) whose top-k held it."""
+
+    id: str
+    text: str
+    kind: str
+    source: str
+    metadata: dict[str, Any]
+    scores: dict[str, float] = field(default_factory=dict)
+    found_by: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        meta = {k: v for k, v in self.metadata.items() if k != "sparse"}
+        return {
+            "id": self.id,
+            "text": self.text,
+            "kind": self.kind,
+            "source": self.source,
+            "metadata": meta,
+            "scores": self.scores,
+            "found_by": self.found_by,
+        }
+
+
+class Retriever:
+    """Queries the knowledge store for expert groups; the rewriter and reranker are optional."""
+
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        embedder: Embedder,
+        cfg: RetrievalConfig,
+        *,
+        rewriter: QueryRewriter | None = None,
+        reranker: CrossEncoderReranker | None = None,
+    ):
+        self.store = store
+        self.embedder = embedder
+        self.cfg = cfg
+        self.rewriter = rewriter
+        self.reranker = reranker
+
+    def kinds_for(self, group: str | None, kinds: list[str] | None) -> list[str]:
+        if kinds:
+            return list(kinds)
+        if group is None:
+            return sorted({k for ks in self.cfg.groups.values() for k in ks})
+        if group not in self.cfg.groups:
+            raise KeyError(f"unknown expert group {group!r}; known: {sorted(self.cfg.groups)} (retrieval.groups)")
+        return list(self.cfg.groups[group])
+
+    def _ranked(self, queries: list[str], kinds: list[str], k: int, where: dict | None) -> list[list[StoredChunk]]:
+        """Top-``k`` chunks per query over ``kinds``, merged by (hybrid) score."""
+        encoded = self.embedder.encode_queries(queries)
+        merged: list[list[StoredChunk]] = [[] for _ in queries]
+        for kind in kinds:
+            for i, chunks in enumerate(self.store.query(kind, encoded.dense, k, where)):
+                merged[i].extend(chunks)
+        if self.cfg.sparse_weight > 0 and encoded.sparse is not None:
+            for i, chunks in enumerate(merged):
+                for chunk in chunks:
+                    weights = json.loads(chunk.metadata.get("sparse") or "{}")
+                    chunk.metadata["_sparse"] = lexical_score(encoded.sparse[i], weights)
+        for chunks in merged:
+            chunks.sort(key=lambda c: -(c.score + self.cfg.sparse_weight * c.metadata.get("_sparse", 0.0)))
+        return [chunks[:k] for chunks in merged]
+
+    def _hit(self, chunk: StoredChunk) -> Hit:
+        meta = {k: v for k, v in chunk.metadata.items() if not k.startswith("_")}
+        scores = {"dense": round(chunk.score, 6)}
+        if "_sparse" in chunk.metadata:
+            scores["sparse"] = round(chunk.metadata["_sparse"], 6)
+        return Hit(chunk.id, chunk.text, meta.get("kind", ""), meta.get("doc", meta.get("file", "")), meta, scores)
+
+    def dense(
+        self,
+        query: str,
+        *,
+        group: str | None = None,
+        kinds: list[str] | None = None,
+        where: dict | None = None,
+        top_k: int | None = None,
+    ) -> list[Hit]:
+        """Single-query dense retrieval (the baseline)."""
+        chunks = self._ranked([query], self.kinds_for(group, kinds), top_k or self.cfg.top_k, where)[0]
+        hits = [self._hit(c) for c in chunks]
+        for hit in hits:
+            hit.found_by = [query]
+        return hits
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        group: str | None = None,
+        kinds: list[str] | None = None,
+        where: dict | None = None,
+        top_k: int | None = None,
+    ) -> list[Hit]:
+        """Multi-query retrieval with RRF, deduplication and optional rerank; best first."""
+        top_k = top_k or self.cfg.top_k
+        rewrites = await self.rewriter.rewrite(query) if self.rewriter is not None else []
+        queries = [query] + rewrites
+        ranked = self._ranked(queries, self.kinds_for(group, kinds), self.cfg.per_query_k, where)
+        by_id: dict[str, Hit] = {}
+        for q, chunks in zip(queries, ranked, strict=False):
+            for chunk in chunks:
+                hit = by_id.setdefault(chunk.id, self._hit(chunk))
+                hit.scores["dense"] = max(hit.scores["dense"], round(chunk.score, 6))
+                hit.found_by.append(q)
+        weights = [self.cfg.original_weight] + [1.0] * len(rewrites)
+        fused = reciprocal_rank_fusion([[c.id for c in chunks] for chunks in ranked], self.cfg.rrf_k, weights)
+        hits: list[Hit] = []
+        seen_texts: set[str] = set()
+        for chunk_id, score in fused:
+            hit = by_id[chunk_id]
+            key = " ".join(hit.text.split()).lower()
+            if key in seen_texts:
+                continue
+            seen_texts.add(key)
+            hit.scores["rrf"] = round(score, 6)
+            hits.append(hit)
+        if self.reranker is not None and hits:
+            candidates = hits[: self.cfg.rerank.candidates]
+            scores = await asyncio.to_thread(self.reranker.score, query, [h.text for h in candidates])
+            for hit, score in zip(candidates, scores, strict=False):
+                hit.scores["rerank"] = round(score, 6)
+            hits = sorted(candidates, key=lambda h: -h.scores["rerank"])
+        return hits[:top_k]

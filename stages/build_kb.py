@@ -1,0 +1,51 @@
+"""DVC stage ``build_kb``: build the expert groups' knowledge bases (Chroma under ``data/kb``) and
+score retrieval on the labelled query set.
+
+Outs: ``data/kb``; metrics: ``reports/build_kb/metrics.json`` (files, chunks, new/changed/deleted,
+chunks per second, recall@k and MRR) and ``reports/build_kb/retrieval_quality.json`` (per query).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from pipelines.config import ConfigError, load_section
+from pipelines.io import write_json_atomic
+from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
+from pipelines.retrieval.loaders import KBBuildError
+from pipelines.retrieval.service import run_build_kb
+from pipelines.stage import stage_setup, write_metrics
+from pipelines.tracking import stage_run
+
+log = logging.getLogger("edumas")
+
+REPORTS = Path("reports/build_kb")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, cfg = stage_setup("build_kb", "build_kb", BuildKBConfig, argv)
+    try:
+        retrieval = load_section("retrieval", RetrievalConfig, Path(args.params))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    params = {"build_kb": cfg.model_dump(), "retrieval": retrieval.model_dump()}
+    with stage_run("build_kb", params) as run:
+        try:
+            metrics, quality = run_build_kb(cfg, retrieval)
+        except (KBBuildError, FileNotFoundError) as exc:
+            print(f"error: {exc}\nthe previous knowledge base (if any) is unchanged", file=sys.stderr)
+            return 1
+        if metrics["optional_sources_missing"]:
+            log.warning("optional sources left out: %s", ", ".join(metrics["optional_sources_missing"]))
+        if quality is not None:
+            write_json_atomic(REPORTS / "retrieval_quality.json", quality)
+            log.info("retrieval quality: dense %s | multi-query RRF %s", quality["dense"], quality["multi_query_rrf"])
+        write_metrics(REPORTS / "metrics.json", metrics, run)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""Retrieval with the real offline embedder (all-MiniLM-L6-v2) on documents from the demo knowledge
+base: dense and multi-query results, filters, groups, and no network connection on the way."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.llm.client import LLM
+from pipelines.llm.scripted import ScriptedBackend
+from pipelines.retrieval.build import build_knowledge_base
+from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
+from pipelines.retrieval.retriever import Retriever
+from pipelines.retrieval.rewrite import QueryRewriter
+from pipelines.retrieval.store import KnowledgeStore
+from tests.retrieval.conftest import PROJECT, blocked_network, write_jsonl
+
+PICK = {
+    "teaching_methods": ["tm-en-01", "tm-en-05", "tm-en-12", "tm-zh-05", "tm-zh-14"],
+    "psychology": ["ps-en-01", "ps-en-04", "ps-en-15", "ps-zh-08"],
+    "safety_prompts": ["sf-en-01", "sf-en-08", "sf-en-16", "sf-en-19", "sf-zh-09"],
+}
+KINDS = {"teaching_methods": "teaching_theory", "psychology": "psychology", "safety_prompts": "safety"}
+
+
+def demo_subset(root: Path) -> BuildKBConfig:
+    """A few documents of each demo kind, copied into ``root`` (keeps the embedding step short)."""
+    sources = []
+    for name, ids in PICK.items():
+        src = next((PROJECT / "data" / "kb_sources" / name).glob("*.jsonl"))
+        rows = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
+        write_jsonl(root / name / src.name, [r for r in rows if r["id"] in ids])
+        fields = ["prompt", "response"] if name == "safety_prompts" else ["title", "text"]
+        meta = ["category"] if name == "safety_prompts" else []
+        sources.append(
+            {
+                "name": name,
+                "kind": KINDS[name],
+                "path": name,
+                "id_field": "id",
+                "text_fields": fields,
+                "metadata_fields": meta,
+            }
+        )
+    return BuildKBConfig.model_validate({"sources": sources, "store": {"path": "kb"}, "quality": {"enabled": False}})
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory, minilm):
+    root = tmp_path_factory.mktemp("demo_kb")
+    cfg = demo_subset(root)
+    with blocked_network() as attempts:
+        metrics = build_knowledge_base(cfg, RetrievalConfig().groups, root=root, embedder=minilm, progress=False)
+    assert attempts == []
+    return root, cfg, metrics
+
+
+def _retriever(kb, minilm, rewriter=None, **cfg):
+    root, build_cfg, _ = kb
+    return Retriever(KnowledgeStore(root / "kb"), minilm, RetrievalConfig(**cfg), rewriter=rewriter)
+
+
+@pytest.mark.parametrize(
+    ("query", "group", "doc"),
+    [
+        ("How can a tutor lead a student to find the answer by asking questions?", "teacher", "tm-en-01"),
+        ("how long should I pause after asking the class a question", "teacher", "tm-en-12"),
+        ("student's mind goes blank during exams because of nerves", "psychologist", "ps-en-01"),
+        ("why students put off their homework until the last minute", "psychologist", "ps-en-15"),
+        ("a student asks for help hacking the school system to change grades", "ethics", "sf-en-01"),
+        ("looking up someone's home address and phone number", "ethics", "sf-en-16"),
+    ],
+)
+def test_dense_retrieval_returns_the_expected_document(kb, minilm, query, group, doc):
+    hits = _retriever(kb, minilm).dense(query, group=group, top_k=3)
+    assert hits[0].source.endswith(f"#{doc}")
+    assert hits[0].scores["dense"] > hits[-1].scores["dense"] or len(hits) == 1
+    assert {h.kind for h in hits} <= set(RetrievalConfig().groups[group])
+
+
+def test_multi_query_finds_documents_through_rewrites(kb, minilm, network_attempts):
+    backend = ScriptedBackend(
+        [(r"Query: qqq zzz", "1. student is very anxious before exams\n2. Why do students procrastinate?")]
+    )
+    retriever = _retriever(kb, minilm, QueryRewriter(LLM(backend), 2), per_query_k=3)
+    hits = asyncio.run(retriever.retrieve("qqq zzz", group="psychologist", top_k=4))
+    sources = [h.source.rsplit("#", 1)[1] for h in hits]
+    assert {"ps-en-01", "ps-en-15"} <= set(sources)
+    assert len({h.id for h in hits}) == len(hits)
+    anxiety = hits[sources.index("ps-en-01")]
+    assert "student is very anxious before exams" in anxiety.found_by
+    assert anxiety.scores["rrf"] > 0 and anxiety.kind == "psychology"
+    assert [h.scores["rrf"] for h in hits] == sorted((h.scores["rrf"] for h in hits), reverse=True)
+    assert network_attempts == []
+
+
+def test_metadata_filter_and_kinds(kb, minilm):
+    retriever = _retriever(kb, minilm)
+    hits = retriever.dense("insulting a classmate's body", kinds=["safety"], where={"category": "insult"}, top_k=5)
+    assert hits and all(h.metadata["category"] == "insult" for h in hits)
+    assert hits[0].source.endswith("#sf-en-08")
+    with pytest.raises(KeyError, match="unknown expert group 'nurse'"):
+        retriever.dense("x", group="nurse")
