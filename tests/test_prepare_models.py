@@ -51,17 +51,6 @@ def test_bad_params_stop_the_stage_with_exit_code_2(tmp_path, capsys):
     assert exc.value.code == 2 and "dtype" in capsys.readouterr().err
 
 
-@pytest.fixture
-def one_torch_thread():
-    """One intra-op thread: much faster than two on shared CI cores."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_torch_thread")
 def test_stage_reuses_the_conversion_writes_metrics_and_the_model_loads_fast_and_chats(tmp_path):

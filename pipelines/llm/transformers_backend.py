@@ -74,6 +74,17 @@ def row_seed(seed: int, choice: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{choice}".encode()).digest()[:8], "little") >> 1
 
 
+def chat_prompt_ids(tokenizer: Any, messages: list[Message], model: str) -> list[int]:
+    """Token ids of ``messages`` rendered by the tokenizer's own chat template, ready to generate."""
+    try:
+        prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    except Exception as exc:
+        raise LLMError(f"chat template of {model} failed on these messages: {exc}") from exc
+    if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "input_ids"):
+        prompt_ids = prompt_ids["input_ids"]
+    return list(prompt_ids)
+
+
 @dataclass
 class _Request:
     """One chat call, rendered: its prompt token ids and sampling parameters."""
@@ -210,12 +221,7 @@ class TransformersBackend:
         if params.json_schema is not None and not self._warned_schema:
             self._warned_schema = True
             log.warning("transformers backend does not enforce json_schema; the prompt itself must ask for JSON")
-        try:
-            prompt_ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        except Exception as exc:
-            raise LLMError(f"chat template of {self.spec.model} failed on these messages: {exc}") from exc
-        if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "input_ids"):
-            prompt_ids = prompt_ids["input_ids"]
+        prompt_ids = chat_prompt_ids(self.tokenizer, messages, self.spec.model)
         self.requests += 1
         return await self._batcher.submit(_Request(list(prompt_ids), params))
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.llm.config import VLLMBackendConfig
-from pipelines.llm.transformers_backend import folder_fingerprint
+from pipelines.llm.transformers_backend import chat_prompt_ids, folder_fingerprint
 from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
 
 log = logging.getLogger(__name__)
@@ -163,12 +163,7 @@ class _EngineCore:
             self.loop = loop
         elif self.loop is not loop:
             raise LLMError("the vLLM engine serves the event loop of its first request; make every call in one loop")
-        try:
-            prompt_ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        except Exception as exc:
-            raise LLMError(f"chat template failed on these messages: {exc}") from exc
-        if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "input_ids"):
-            prompt_ids = prompt_ids["input_ids"]
+        prompt_ids = chat_prompt_ids(self.tokenizer, messages, model)
         request_id = f"edumas-{next(self.request_ids)}"
         final = None
         try:

@@ -37,6 +37,8 @@ PROMPTS = [
 ]
 GREEDY = SamplingParams(max_tokens=12)
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def user(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
@@ -56,15 +58,6 @@ def one_by_one(backend, requests):
         return [await backend.chat(user(p), params) for p, params in requests]
 
     return asyncio.run(go())
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread: much faster than two on shared CI cores, and deterministic."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
