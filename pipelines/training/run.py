@@ -119,10 +119,12 @@ def lora_config(cfg: TrainConfig, family: Family):
     )
 
 
-def _cuda() -> bool:
+def _cpu_ddp_backend() -> str | None:
+    """``gloo`` when several CPU processes were launched (accelerate counts them then); else the default."""
     import torch
 
-    return torch.cuda.is_available()
+    several = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return "gloo" if several and not torch.cuda.is_available() else None
 
 
 def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
@@ -158,7 +160,7 @@ def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
         report_to=report_to,
         run_name=run_name,
         deepspeed=cfg.deepspeed,
-        ddp_backend=None if _cuda() else "gloo",  # CPU processes (CI's ZeRO-2 run) talk over gloo
+        ddp_backend=_cpu_ddp_backend(),
         disable_tqdm=False,
     )
     if cfg.method == "sft":
