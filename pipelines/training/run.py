@@ -42,7 +42,8 @@ def load_training_data(cfg: TrainConfig):
         raise TrainingSetupError(f"dataset {path} not found; run the make_datasets stage first")
     if (path / "EMPTY.md").exists():
         raise TrainingSetupError(f"dataset {path} has no rows; check make_datasets inputs and the data card")
-    data = load_from_disk(str(path))
+    # in memory: trl's map() calls would otherwise write cache files into the DVC-tracked dataset folder
+    data = load_from_disk(str(path), keep_in_memory=True)
     if "train" not in data:
         raise TrainingSetupError(f"dataset {path} has no 'train' split (found {list(data)}); rebuild it")
     needed = REQUIRED_COLUMNS[cfg.method]
