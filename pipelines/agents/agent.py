@@ -162,7 +162,7 @@ class Agent(Generic[T]):
             record.replies.append(result.text)
             try:
                 record.parsed = self.parse(result.text)
-            except ParseError as exc:
+            except (ParseError, ValueError) as exc:  # ValueError: e.g. json's limit on huge integers
                 record.error = f"parse (attempt {attempt + 1}/{self.max_attempts}): {exc}"
                 continue
             record.ok, record.error = True, None

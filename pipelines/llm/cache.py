@@ -41,7 +41,7 @@ class RequestCache:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, result TEXT NOT NULL,"
-            " created REAL DEFAULT (unixepoch('subsec')))"
+            " created REAL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
         )
         self._db.commit()
 

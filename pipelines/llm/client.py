@@ -69,9 +69,12 @@ class LLM:
         start = time.perf_counter()
         try:
             result = await self.backend.chat(messages, params)
-        except Exception:
+        except LLMError:
             self.accounting.record_error(self.role)
             raise
+        except Exception as exc:  # any backend failure (e.g. a torch error in a batch) becomes an LLMError
+            self.accounting.record_error(self.role)
+            raise LLMError(f"{self.backend.identity}: {type(exc).__name__}: {exc}") from exc
         result.latency_s = time.perf_counter() - start
         if not result.model:
             result.model = self.backend.identity

@@ -121,7 +121,7 @@ class OpenAIBackend:
 
     def __init__(self, spec: OpenAIBackendConfig):
         self.spec = spec
-        self.identity = f"openai:{spec.model}"
+        self.identity = f"openai:{spec.model}#{spec.structured_output}"
         self._api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         if spec.api_key_env and not self._api_key:
             log.warning("%s is not set: requests to %s go without an API key", spec.api_key_env, spec.model)
@@ -190,8 +190,8 @@ class OpenAIBackend:
             body = orjson.dumps(self.payload(messages, params))
             estimate = estimate_tokens(messages, params) if self.limiter.tokens is not None else 0
             for attempt in range(self.spec.max_retries + 1):
-                if self.limiter.active:
-                    await self.limiter.acquire(estimate)
+                if self.limiter.active:  # tokens are reserved once per request (settled after success)
+                    await self.limiter.acquire(estimate if attempt == 0 else 0)
                 server = self.pool.acquire(exclude=tried)
                 try:
                     result = await self._attempt(server.url, body)

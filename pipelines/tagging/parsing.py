@@ -6,6 +6,7 @@ Every function takes raw reply text and returns a plain value or raises
 
 from __future__ import annotations
 
+import builtins
 import json
 import keyword
 import re
@@ -52,7 +53,8 @@ def identifier(name: str) -> str:
         raise ParseError(f"argument name {name!r} has no usable characters")
     if clean[0].isdigit():
         clean = "v_" + clean
-    return clean + "_" if keyword.iskeyword(clean) or clean in {"true", "false", "none", "print"} else clean
+    reserved = keyword.iskeyword(clean) or clean in {"true", "false", "none"} or clean in vars(builtins)
+    return clean + "_" if reserved else clean
 
 
 def json_object(text: str) -> dict[str, Any]:

@@ -152,3 +152,13 @@ def test_killed_run_resumes_without_repeating_finished_calls(tmp_path):
     repeated = calls2.read_text().split()
     assert len(repeated) == 40 - finished, "the resumed run makes only the unfinished calls"
     assert json.loads(out.read_text()) == json.loads((tmp_path / "ref.json").read_text())
+
+
+def test_any_backend_failure_becomes_an_llm_error():
+    def boom(messages):
+        raise RuntimeError("CUDA out of memory")
+
+    llm = LLM(ScriptedBackend([("hi", boom)]), role="planner")
+    with pytest.raises(LLMError, match="RuntimeError: CUDA out of memory"):
+        run(llm.chat([{"role": "user", "content": "hi"}]))
+    assert llm.accounting.summary()["planner"]["errors"] == 1

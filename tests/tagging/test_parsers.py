@@ -96,3 +96,9 @@ def test_program_clean_noisy_invalid():
         parse_program("```python\nx = 1\n```")
     code = checking_program(NumericArgs({"a": 47, "prices": [1, 2]}), Program("print(a > 1)"))
     assert code == "a = 47\nprices = [1, 2]\n\nprint(a > 1)\n"
+
+
+def test_argument_names_never_shadow_builtins():
+    from pipelines.tagging.parsing import identifier
+
+    assert identifier("max") == "max_" and identifier("sum") == "sum_" and identifier("unit price") == "unit_price"
