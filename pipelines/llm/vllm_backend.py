@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.llm.config import VLLMBackendConfig
-from pipelines.llm.transformers_backend import chat_prompt_ids, folder_fingerprint
+from pipelines.llm.transformers_backend import chat_prompt_ids
 from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
+from pipelines.models.fingerprint import folder_fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,18 @@ log = logging.getLogger(__name__)
 FINGERPRINT_FILE = "run_fingerprint.json"
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # Keys that may change between a killed run and its restart without invalidating its checkpoints.
-RESUMABLE_KEYS = {"max_steps", "num_train_epochs", "save_steps", "save_total_limit", "logging_steps", "eval_steps"}
+RESUMABLE_KEYS = {
+    "max_steps",
+    "num_train_epochs",
+    "save_steps",
+    "save_total_limit",
+    "logging_steps",
+    "eval_steps",
+    "per_device_eval_batch_size",
+    "merge",
+    "reports_dir",
+    "data_card",
+}
 
 
 def dataset_hash(dataset_dir: Path | str) -> str:
@@ -38,13 +49,19 @@ def dataset_hash(dataset_dir: Path | str) -> str:
     return digest.hexdigest()
 
 
-def run_fingerprint(params: dict[str, Any], data_sha256: str) -> str:
+def run_fingerprint(params: dict[str, Any], data_sha256: str, model_sha256: str = "", template_sha256: str = "") -> str:
+    """What a checkpoint must match to be resumed: params (less resumable keys), data, base model, chat template."""
+
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k not in RESUMABLE_KEYS and k != "tracking"}
         return value
 
-    blob = json.dumps({"params": strip(params), "data": data_sha256}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {"params": strip(params), "data": data_sha256, "model": model_sha256, "template": template_sha256},
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

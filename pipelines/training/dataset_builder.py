@@ -27,7 +27,7 @@ from pipelines.config import StrictModel
 from pipelines.io import atomic_open, read_jsonl, write_json_atomic, write_jsonl_atomic
 from pipelines.training.cards import render_data_card
 from pipelines.training.families import chat_token_ids, detect_family, prepare_tokenizer, read_model_type
-from pipelines.training.rows import KINDS, RowError, content_key, conversations, is_demo, normalise_row
+from pipelines.training.rows import KINDS, RowError, content_key, conversations, is_demo, normalise_row, prompt_key
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,23 @@ def rows_sha256(rows: list[dict[str, Any]]) -> str:
 
 
 def split_rows(rows: list[dict[str, Any]], keys: list[str], cfg: MakeDatasetsConfig) -> tuple[list, list]:
-    """Rank rows by ``sha256(seed:key)``; the first ``eval_fraction`` (at least ``min_eval_rows``) are eval."""
-    order = sorted(range(len(rows)), key=lambda i: hashlib.sha256(f"{cfg.seed}:{keys[i]}".encode()).hexdigest())
+    """Rank rows by ``sha256(seed:key)``; the first ``eval_fraction`` (at least ``min_eval_rows``) are eval.
+
+    Rows sharing a key (the same prompt) always land on the same side, so no eval prompt is trained on.
+    """
+    rank = {key: hashlib.sha256(f"{cfg.seed}:{key}".encode()).hexdigest() for key in keys}
+    order = sorted(range(len(rows)), key=lambda i: (rank[keys[i]], i))
     n_eval = 0
     if len(rows) >= 2 and cfg.eval_fraction > 0:
         n_eval = min(len(rows) - 1, max(cfg.min_eval_rows, math.ceil(cfg.eval_fraction * len(rows))))
-    eval_ids = set(order[:n_eval])
+    eval_ids: set[int] = set()
+    for i in order:  # whole prompt groups, until the eval share is reached
+        if len(eval_ids) >= n_eval:
+            break
+        group = [j for j in order if keys[j] == keys[i]]
+        if len(eval_ids) + len(group) >= len(rows):
+            break  # never move every row to eval
+        eval_ids.update(group)
     train = [rows[i] for i in order if i not in eval_ids]
     evaluation = [rows[i] for i in order if i in eval_ids]
     return train, evaluation
@@ -184,7 +195,7 @@ def build_datasets(cfg: MakeDatasetsConfig, tokenizer: Any | None = None) -> dic
                 | {"sha256": file_sha256(path), **{k: stats[k] for k in ("read", "kept", "invalid", "duplicates")}}
                 | {"too_long": stats["too_long"], "demo_fixture_rows": stats["demo_fixture_rows"]}
             )
-        train, evaluation = split_rows(rows, keys, cfg)
+        train, evaluation = split_rows(rows, [prompt_key(row) for row in rows], cfg)
         save_dataset_dict({"train": train, "eval": evaluation}, kind, Path(cfg.output_dir) / kind)
         counts[kind] = {
             "train": len(train),

@@ -94,6 +94,12 @@ def content_key(row: dict[str, Any], kind: str) -> str:
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def prompt_key(row: dict[str, Any]) -> str:
+    """SHA-256 of a row's normalised prompt: rows of one prompt share a split."""
+    parts = [(m["role"], _norm(m["content"])) for m in row["prompt"]]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def conversations(row: dict[str, Any], kind: str) -> list[list[dict[str, str]]]:
     """The full conversations a row trains on (one for SFT, chosen and rejected for DPO)."""
     if kind == "sft":

@@ -9,6 +9,7 @@ trainers handle the distribution; only the main process writes cards and merges.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -16,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pipelines.models.fingerprint import folder_fingerprint
 from pipelines.training.checkpoints import checkpoint_step, dataset_hash, resolve_resume, run_fingerprint
 from pipelines.training.config import TrainConfig
 from pipelines.training.families import Family, FamilyError, detect_family, prepare_tokenizer, read_model_type
@@ -237,20 +239,28 @@ def merge_adapter(base_model: str, adapter_dir: Path, dest: Path, *, trust: bool
 def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | None = None, callbacks=None) -> dict:
     """Train (resuming when possible), evaluate, save final artefacts; returns the metrics."""
     data_sha = dataset_hash(cfg.dataset) if Path(cfg.dataset).exists() else ""
-    fingerprint = run_fingerprint(cfg.model_dump(), data_sha)
     trainer, family, tokenizer = build_trainer(cfg, report_to=report_to, run_name=run_name, callbacks=callbacks)
+    model_sha = folder_fingerprint(Path(cfg.model)) if Path(cfg.model).is_dir() else cfg.model
+    template_sha = hashlib.sha256(str(tokenizer.chat_template).encode()).hexdigest()
+    fingerprint = run_fingerprint(cfg.model_dump(), data_sha, model_sha, template_sha)
     checkpoint = resolve_resume(cfg.checkpoints_dir, fingerprint, cfg.resume, is_main=trainer.is_world_process_zero())
     resumed_from = checkpoint_step(checkpoint) if checkpoint else 0
     result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    metrics: dict[str, Any] = {"train_loss": result.training_loss, "global_step": trainer.state.global_step}
-    metrics.update({k: v for k, v in result.metrics.items() if isinstance(v, (int, float))})
+    steps_this_run = trainer.state.global_step - resumed_from
+    metrics: dict[str, Any] = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    history = loss_history(trainer.state.log_history)
+    # HF divides the loss summed over this run's steps by the global step: rescale after a resume
+    if steps_this_run > 0:
+        train_loss = result.training_loss * trainer.state.global_step / steps_this_run
+    else:
+        train_loss = sum(h["loss"] for h in history) / len(history) if history else None
+    metrics.update({"train_loss": train_loss, "global_step": trainer.state.global_step})
     if trainer.eval_dataset is not None:
         metrics.update({k: v for k, v in trainer.evaluate().items() if isinstance(v, (int, float))})
-    history = loss_history(trainer.state.log_history)
     if history:
         metrics["first_logged_loss"], metrics["last_logged_loss"] = history[0]["loss"], history[-1]["loss"]
     metrics["resumed_from_step"] = resumed_from
-    metrics["steps_this_run"] = trainer.state.global_step - resumed_from
+    metrics["steps_this_run"] = steps_this_run
 
     def write_final(tmp: Path) -> None:
         trainer.save_model(str(tmp))

@@ -77,6 +77,16 @@ def test_split_is_seeded_and_stable():
     assert {r["id"] for r in other} != {r["id"] for r in evaluation}
 
 
+def test_split_keeps_rows_of_one_prompt_on_one_side():
+    rows = [{"id": str(i)} for i in range(30)]
+    keys = [f"prompt{i // 3}" for i in range(30)]  # three preference pairs per prompt
+    cfg = MakeDatasetsConfig(inputs=[{"path": "x", "kind": "dpo"}], eval_fraction=0.2, seed=3)
+    train, evaluation = split_rows(rows, keys, cfg)
+    assert len(evaluation) == 6 and len(train) == 24
+    eval_prompts = {keys[int(r["id"])] for r in evaluation}
+    assert not eval_prompts & {keys[int(r["id"])] for r in train}
+
+
 def test_build_datasets_end_to_end(tmp_path, qwen_tokenizer):
     from datasets import load_from_disk
 
