@@ -31,20 +31,19 @@ class EmbeddingBaselineConfig(StrictModel):
 
 
 def load_embedder(model: str | Path, batch_size: int = 32) -> Embed:
-    """``embed(texts) -> (n, d)`` unit-norm vectors from a local sentence-transformers folder."""
-    path = Path(model)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: embedding model folder not found; run `dvc repro prepare_models` or set its path"
-        )
-    from sentence_transformers import SentenceTransformer
+    """``embed(texts) -> (n, d)`` unit-norm vectors from a local sentence-transformers folder.
 
-    model_ = SentenceTransformer(str(path), device="cpu")
+    The knowledge bases' embedder serves here too, so both load and normalise a model the same way.
+    """
+    from pipelines.retrieval.config import EmbedderConfig
+    from pipelines.retrieval.embedders import SentenceTransformerEmbedder
+
+    # max_length above any model's limit: texts are cut at the model's own max_seq_length, as before
+    config = EmbedderConfig(path=str(model), batch_size=batch_size, max_length=1 << 20)
+    embedder = SentenceTransformerEmbedder(config)
 
     def embed(texts: list[str]) -> np.ndarray:
-        return np.asarray(
-            model_.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
-        )
+        return np.asarray(embedder.encode_documents(texts).dense)
 
     return embed
 
