@@ -11,12 +11,20 @@ queued; a :class:`MicroBatcher` gathers up to ``max_batch_size`` sequences (a re
   from the request's ``seed`` and choice index), so ``temperature == 0`` rows stay greedy and a
   seeded request gives the same text whatever it is batched with;
 - :class:`RowStopper` ends a row at its own ``max_tokens`` or when one of its stop strings appears;
-  the text is cut before the stop string.
+  the text is cut before the stop string;
+- a row whose request has ``json_schema`` is constrained by its own xgrammar matcher
+  (:class:`pipelines.llm.grammar.GrammarMask`, applied before sampling): every token it picks keeps
+  the text a prefix of JSON valid for the schema, and EOS is allowed only once that JSON is complete,
+  so the reply is schema-valid JSON unless ``max_tokens`` cuts it (``finish_reason`` ``length``).
+  Rows without a schema in the same batch are unconstrained. Grammars are compiled per schema once
+  per backend (its tokenizer) in a worker thread before the request is queued; a schema that cannot
+  be compiled fails that request only, with ``LLMError("json_schema cannot be compiled: ...")``.
 
 Results: text without special tokens, ``finish_reason`` ``stop`` (EOS or stop string) or ``length``,
 usage (prompt tokens without padding, counted once per request; generated tokens up to and
-including EOS, all choices). ``json_schema`` is not enforced here (the prompt must ask for JSON).
-Counters for tests and benchmarks: ``generate_calls``, ``batch_rows``, ``requests``.
+including EOS, all choices). Counters for tests and benchmarks: ``generate_calls``, ``batch_rows``,
+``requests``, ``grammar_rejected`` (tokens a matcher refused; 0 in a correct run), and ``grammars``
+(the :class:`SchemaGrammars` cache, once a schema was seen).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 
 from pipelines.llm.batching import MicroBatcher
 from pipelines.llm.config import TransformersBackendConfig
+from pipelines.llm.grammar import GrammarMask, SchemaGrammars
 from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
 from pipelines.models.fingerprint import folder_fingerprint
 
@@ -68,10 +77,11 @@ def chat_prompt_ids(tokenizer: Any, messages: list[Message], model: str) -> list
 
 @dataclass
 class _Request:
-    """One chat call, rendered: its prompt token ids and sampling parameters."""
+    """One chat call, rendered: its prompt token ids, sampling parameters and compiled grammar."""
 
     prompt_ids: list[int]
     params: SamplingParams
+    grammar: Any = None  # xgrammar CompiledGrammar of params.json_schema, or None
 
 
 class RowSampler:
@@ -144,8 +154,10 @@ class TransformersBackend:
         self.requests = 0
         self.model: Any = None
         self.tokenizer: Any = None
+        self.grammars: SchemaGrammars | None = None
+        self.grammar_rejected = 0
         self._load_lock = threading.Lock()
-        self._warned_schema = False
+        self._grammar_lock = threading.Lock()
         self._batcher: MicroBatcher[_Request, ChatResult] = MicroBatcher(
             self._generate_batch,
             max_batch_size=spec.max_batch_size,
@@ -194,17 +206,30 @@ class TransformersBackend:
             ids.add(self.tokenizer.eos_token_id)
         return ids
 
+    def compile_schema(self, schema: dict[str, Any]) -> Any:
+        """Compiled grammar of ``schema`` for this model's tokenizer (cached); LLMError if it cannot compile."""
+        if self.grammars is None:
+            with self._grammar_lock:
+                if self.grammars is None:
+                    self.load()
+                    head = self.model.get_output_embeddings()
+                    vocab_size = head.weight.shape[0] if head is not None else self.model.config.vocab_size
+                    self.grammars = SchemaGrammars(
+                        self.tokenizer, vocab_size=vocab_size, stop_token_ids=self._eos_ids(), threads=2
+                    )
+        return self.grammars.compile(schema)
+
     # -- requests ------------------------------------------------------------------------------
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
         """Answer ``messages`` (rendered with the tokenizer's chat template), batched with concurrent calls."""
         if self.model is None:
             await asyncio.to_thread(self.load)
-        if params.json_schema is not None and not self._warned_schema:
-            self._warned_schema = True
-            log.warning("transformers backend does not enforce json_schema; the prompt itself must ask for JSON")
+        grammar = None
+        if params.json_schema is not None:
+            grammar = await asyncio.to_thread(self.compile_schema, params.json_schema)
         prompt_ids = chat_prompt_ids(self.tokenizer, messages, self.spec.model)
         self.requests += 1
-        return await self._batcher.submit(_Request(list(prompt_ids), params))
+        return await self._batcher.submit(_Request(list(prompt_ids), params, grammar))
 
     def _generate_batch(self, requests: list[_Request]) -> list[ChatResult]:
         """Run ONE ``generate`` for all rows of ``requests``; split the output back per request."""
@@ -224,6 +249,8 @@ class TransformersBackend:
         stopper = RowStopper(
             self.tokenizer, width, [r.params.max_tokens for r, _ in rows], [r.params.stop for r, _ in rows]
         )
+        mask = GrammarMask([r.grammar for r, _ in rows], stopper.ended_at)
+        processors = [mask, sampler] if mask else [sampler]  # mask first: sampling sees only allowed tokens
         eos_ids = self._eos_ids()
         device = self.model.device
         with torch.inference_mode():
@@ -235,13 +262,14 @@ class TransformersBackend:
                 temperature=None,
                 top_p=None,
                 top_k=None,
-                logits_processor=LogitsProcessorList([sampler]),
+                logits_processor=LogitsProcessorList(processors),
                 stopping_criteria=StoppingCriteriaList([stopper]),
                 eos_token_id=sorted(eos_ids),
                 pad_token_id=pad_id,
             )
         self.generate_calls += 1
         self.batch_rows.append(len(rows))
+        self.grammar_rejected += mask.rejected
         generated = output[:, width:].cpu().tolist()
         choices = [self._finish(generated[i], stopper.ended_at[i], r.params, eos_ids) for i, (r, _) in enumerate(rows)]
         results, start = [], 0

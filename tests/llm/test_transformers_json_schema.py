@@ -1,0 +1,212 @@
+"""``json_schema`` in the transformers backend: xgrammar token masks inside batched generation.
+
+A tiny random Qwen2 (real Qwen tokenizer, gibberish weights) shows the mask alone makes the reply
+schema-valid JSON, or a valid prefix cut by ``max_tokens`` with finish_reason ``length``; mixed
+batches (several schemas, no schema) give the texts the rows give alone. SmolLM2-135M-Instruct
+checks real replies on three schemas, greedy and sampled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from pipelines.llm.config import TransformersBackendConfig
+from pipelines.llm.grammar import SchemaGrammars, schema_key
+from pipelines.llm.transformers_backend import TransformersBackend
+from pipelines.llm.types import LLMError, SamplingParams
+from tests.tiny_models import load_qwen_tokenizer, smollm2_dir, tiny_qwen2
+
+torch = pytest.importorskip("torch")
+xgr = pytest.importorskip("xgrammar")
+jsonschema = pytest.importorskip("jsonschema")
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+COLOUR = {
+    "type": "object",
+    "properties": {
+        "colour": {"type": "string", "enum": ["red", "green", "blue"]},
+        "fruits": {"type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 1, "maxItems": 3},
+    },
+    "required": ["colour", "fruits"],
+}
+ANSWER = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer"}, "confident": {"type": "boolean"}},
+    "required": ["answer", "confident"],
+}
+VERDICT = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": ["correct", "incorrect"]},
+        "scores": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "maxItems": 4},
+    },
+    "required": ["verdict", "scores"],
+}
+SCHEMAS = [COLOUR, ANSWER, VERDICT]
+PROMPTS = [
+    "Name a colour and up to three fruits. Reply in JSON.",
+    "What is 2+2? Reply in JSON.",
+    "Is 'Paris is the capital of France' correct? Reply in JSON with scores.",
+]
+
+
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def concurrently(backend, requests):
+    async def go():
+        return await asyncio.gather(
+            *(backend.chat(user(p), params) for p, params in requests), return_exceptions=True
+        )
+
+    return asyncio.run(go())
+
+
+def one_by_one(backend, requests):
+    async def go():
+        return [await backend.chat(user(p), params) for p, params in requests]
+
+    return asyncio.run(go())
+
+
+def make_backend(model, **overrides) -> TransformersBackend:
+    spec = TransformersBackendConfig(kind="transformers", model=str(model), batch_wait_ms=100, **overrides)
+    backend = TransformersBackend(spec)
+    backend.load()
+    return backend
+
+
+def assert_schema_valid(text: str, schema: dict) -> None:
+    jsonschema.validate(json.loads(text), schema)
+
+
+def is_valid_prefix(backend: TransformersBackend, text: str, schema: dict) -> bool:
+    """Whether ``text`` can still be continued into JSON valid for ``schema``."""
+    return xgr.GrammarMatcher(backend.compile_schema(schema)).accept_string(text)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    model_dir = tiny_qwen2(tmp_path_factory.mktemp("tiny") / "qwen2", init_std=0.3)
+    return make_backend(model_dir, max_batch_size=16)
+
+
+# -- the grammar cache -------------------------------------------------------------------------
+
+
+def test_second_compile_of_a_schema_is_a_fast_cache_hit_and_key_order_matters():
+    tokenizer = load_qwen_tokenizer()
+    grammars = SchemaGrammars(tokenizer, vocab_size=len(tokenizer), stop_token_ids=[tokenizer.eos_token_id])
+    first = grammars.compile(COLOUR)
+    started = time.perf_counter()
+    again = grammars.compile(json.loads(json.dumps(COLOUR)))  # an equal dict, not the same object
+    hit_seconds = time.perf_counter() - started
+    assert again is first and (grammars.hits, grammars.misses) == (1, 1)
+    assert hit_seconds < 0.005 and len(grammars.compile_seconds) == 1
+    reordered = {**COLOUR, "properties": dict(reversed(COLOUR["properties"].items()))}
+    assert schema_key(reordered) != schema_key(COLOUR)  # property order is the order the JSON is written in
+    assert grammars.compile(reordered) is not first and grammars.misses == 2
+
+
+def test_a_schema_that_cannot_compile_is_a_clear_error_for_that_request_only(tiny):
+    bad = {"type": "object", "properties": {"x": {"type": "nonsense"}}}
+    calls = tiny.generate_calls
+    failed, fine = concurrently(
+        tiny, [("hi", SamplingParams(max_tokens=4, json_schema=bad)), ("hi", SamplingParams(max_tokens=4))]
+    )
+    assert isinstance(failed, LLMError)
+    assert str(failed) == 'json_schema cannot be compiled: Unsupported type "nonsense"'
+    assert fine.usage.completion_tokens == 4 and tiny.generate_calls == calls + 1
+    misses = tiny.grammars.misses
+    with pytest.raises(LLMError, match="cannot be compiled"):
+        one_by_one(tiny, [("hi", SamplingParams(json_schema=bad))])
+    assert tiny.grammars.misses == misses  # the failure is remembered, not compiled again
+
+
+# -- tiny random Qwen2: the mask alone makes the JSON ------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_random_weights_still_give_schema_valid_json_or_a_valid_prefix_cut_by_length(tiny, temperature):
+    requests = [
+        (prompt, SamplingParams(max_tokens=48, temperature=temperature, seed=3, json_schema=schema))
+        for prompt in PROMPTS
+        for schema in SCHEMAS
+    ]
+    results = concurrently(tiny, requests)
+    complete = 0
+    for (_, params), result in zip(requests, results, strict=True):
+        if result.finish_reason == "stop":
+            assert_schema_valid(result.text, params.json_schema)
+            assert result.usage.completion_tokens < 48
+            complete += 1
+        else:
+            assert result.finish_reason == "length" and result.usage.completion_tokens == 48
+            assert is_valid_prefix(tiny, result.text, params.json_schema)
+    assert complete >= 3  # gibberish weights, yet whole schema-valid replies
+    assert tiny.grammar_rejected == 0
+
+
+def test_max_tokens_cuts_constrained_json_with_finish_reason_length(tiny):
+    result = one_by_one(tiny, [(PROMPTS[0], SamplingParams(max_tokens=3, json_schema=COLOUR))])[0]
+    assert result.finish_reason == "length" and result.usage.completion_tokens == 3
+    assert result.text.startswith("{") and is_valid_prefix(tiny, result.text, COLOUR)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(result.text)
+
+
+def test_mixed_batch_rows_match_their_one_by_one_replies_greedy(tiny):
+    requests = [(p, SamplingParams(max_tokens=40, json_schema=s)) for p, s in zip(PROMPTS, SCHEMAS, strict=True)]
+    requests += [(p, SamplingParams(max_tokens=12)) for p in PROMPTS[:2]]  # unconstrained rows
+    requests += [(PROMPTS[1], SamplingParams(max_tokens=40, json_schema=ANSWER, n=2))]
+    calls = tiny.generate_calls
+    batched = concurrently(tiny, requests)
+    assert tiny.generate_calls == calls + 1  # different schemas and none share ONE generate
+    single = one_by_one(tiny, requests)
+    assert [[c.text for c in r.choices] for r in batched] == [[c.text for c in r.choices] for r in single]
+    assert [r.finish_reason for r in batched] == [r.finish_reason for r in single]
+    for (_, params), result in zip(requests[:3], batched[:3], strict=True):
+        assert result.text.startswith("{") and is_valid_prefix(tiny, result.text, params.json_schema)
+    for (_, params), result in zip(requests[3:5], batched[3:5], strict=True):
+        assert result.usage.completion_tokens == params.max_tokens
+        assert not result.text.lstrip().startswith("{")  # the unconstrained rows were not masked
+    assert batched[5].choices[0].text == batched[5].choices[1].text == single[1].text  # greedy n=2
+    assert tiny.grammar_rejected == 0
+
+
+def test_sampled_choices_of_one_request_are_each_constrained(tiny):
+    params = SamplingParams(max_tokens=48, temperature=1.0, seed=5, n=4, json_schema=ANSWER)
+    result = one_by_one(tiny, [(PROMPTS[1], params)])[0]
+    texts = [c.text for c in result.choices]
+    assert len(texts) == 4 and len(set(texts)) >= 2
+    for choice in result.choices:
+        if choice.finish_reason == "stop":
+            assert_schema_valid(choice.text, ANSWER)
+        else:
+            assert is_valid_prefix(tiny, choice.text, ANSWER)
+
+
+# -- SmolLM2-135M-Instruct ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_smollm2_replies_validate_against_each_schema_greedy_and_sampled_and_batch_equals_single():
+    backend = make_backend(smollm2_dir(), max_batch_size=16)
+    greedy = [(p, SamplingParams(max_tokens=64, json_schema=s)) for p, s in zip(PROMPTS, SCHEMAS, strict=True)]
+    sampled = [
+        (p, SamplingParams(max_tokens=64, temperature=0.8, seed=11, n=2, json_schema=s))
+        for p, s in zip(PROMPTS, SCHEMAS, strict=True)
+    ]
+    batched = concurrently(backend, greedy + sampled)
+    for (_, params), result in zip(greedy + sampled, batched, strict=True):
+        for choice in result.choices:
+            assert choice.finish_reason == "stop", choice.text
+            assert_schema_valid(choice.text, params.json_schema)
+    assert backend.generate_calls == 1 and backend.grammar_rejected == 0
+    assert [r.text for r in one_by_one(backend, greedy)] == [r.text for r in batched[:3]]
