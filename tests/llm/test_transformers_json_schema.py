@@ -61,9 +61,7 @@ def user(text: str) -> list[dict]:
 
 def concurrently(backend, requests):
     async def go():
-        return await asyncio.gather(
-            *(backend.chat(user(p), params) for p, params in requests), return_exceptions=True
-        )
+        return await asyncio.gather(*(backend.chat(user(p), params) for p, params in requests), return_exceptions=True)
 
     return asyncio.run(go())
 
@@ -190,6 +188,37 @@ def test_sampled_choices_of_one_request_are_each_constrained(tiny):
             assert_schema_valid(choice.text, ANSWER)
         else:
             assert is_valid_prefix(tiny, choice.text, ANSWER)
+
+
+def test_a_pydantic_output_schema_with_refs_literals_and_optionals_is_enforced(tiny):
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Step(BaseModel):
+        kind: Literal["compute", "check"]
+        value: int | None = None
+
+    class Plan(BaseModel):
+        steps: list[Step] = Field(min_length=1, max_length=2)
+        done: bool
+
+    schema = Plan.model_json_schema()  # what an Agent with output=Plan sends: $defs, anyOf, titles
+    assert "$defs" in schema
+    results = concurrently(
+        tiny,
+        [
+            (p, SamplingParams(max_tokens=64, temperature=0.7, seed=s, json_schema=schema))
+            for p in PROMPTS
+            for s in (1, 2)
+        ],
+    )
+    finished = [r for r in results if r.finish_reason == "stop"]
+    assert len(finished) >= 2
+    for result in finished:
+        Plan.model_validate_json(result.text)
+    for result in results:
+        assert is_valid_prefix(tiny, result.text, schema)
 
 
 # -- SmolLM2-135M-Instruct ---------------------------------------------------------------------
