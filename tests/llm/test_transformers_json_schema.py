@@ -12,17 +12,17 @@ import asyncio
 import json
 import time
 
+import jsonschema  # installed with chromadb
 import pytest
+import xgrammar as xgr
 
 from pipelines.llm.config import TransformersBackendConfig
-from pipelines.llm.grammar import SchemaGrammars, schema_key
+from pipelines.llm.grammar import GrammarMask, SchemaGrammars, schema_key
 from pipelines.llm.transformers_backend import TransformersBackend
 from pipelines.llm.types import LLMError, SamplingParams
 from tests.tiny_models import load_qwen_tokenizer, smollm2_dir, tiny_qwen2
 
 torch = pytest.importorskip("torch")
-xgr = pytest.importorskip("xgrammar")
-jsonschema = pytest.importorskip("jsonschema")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -98,6 +98,14 @@ def tiny(tmp_path_factory):
 # -- the grammar cache -------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def qwen():
+    """The Qwen tokenizer and its grammar cache, ``<|im_end|>`` as the one stop token."""
+    tokenizer = load_qwen_tokenizer()
+    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    return tokenizer, SchemaGrammars(tokenizer, vocab_size=len(tokenizer), stop_token_ids=[stop]), stop
+
+
 def test_second_compile_of_a_schema_is_a_fast_cache_hit_and_key_order_matters():
     tokenizer = load_qwen_tokenizer()
     grammars = SchemaGrammars(tokenizer, vocab_size=len(tokenizer), stop_token_ids=[tokenizer.eos_token_id])
@@ -110,6 +118,27 @@ def test_second_compile_of_a_schema_is_a_fast_cache_hit_and_key_order_matters():
     reordered = {**COLOUR, "properties": dict(reversed(COLOUR["properties"].items()))}
     assert schema_key(reordered) != schema_key(COLOUR)  # property order is the order the JSON is written in
     assert grammars.compile(reordered) is not first and grammars.misses == 2
+
+
+def test_mask_allows_eos_only_once_the_json_is_complete_and_leaves_other_rows_alone(qwen):
+    tokenizer, grammars, stop = qwen
+    reply = tokenizer.encode('{"answer": 4, "confident": true}')
+    ended_at = [None, None]
+    mask = GrammarMask([grammars.compile(ANSWER), None], ended_at)
+    history = torch.zeros((2, 1), dtype=torch.long)
+    allowed_per_step = []
+    for token in [*reply, None]:
+        scores = mask(history, torch.zeros((2, len(tokenizer))))
+        assert torch.all(scores[1] == 0)  # the unconstrained row is never masked
+        allowed_per_step.append(set(torch.nonzero(scores[0] == 0).flatten().tolist()))
+        if token is not None:
+            assert token in allowed_per_step[-1]
+            history = torch.cat([history, torch.tensor([[token], [0]])], dim=1)
+    assert all(stop not in allowed for allowed in allowed_per_step[:-1])  # EOS only at the end
+    assert allowed_per_step[-1] == {stop} and mask.rejected == 0
+    assert len(allowed_per_step[0]) < 100  # '{' and the like, out of 151k tokens
+    ended_at[0] = len(reply)  # a row the stopping criterion ended is left alone
+    assert torch.all(mask(torch.cat([history, torch.tensor([[stop], [0]])], dim=1), torch.zeros((2, 8))) == 0)
 
 
 def test_a_schema_that_cannot_compile_is_a_clear_error_for_that_request_only(tiny):
