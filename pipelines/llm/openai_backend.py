@@ -33,6 +33,7 @@ import os
 import random
 import re
 import time
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -248,6 +249,7 @@ class OpenAIBackend:
         self._timeout = aiohttp.ClientTimeout(total=spec.timeout_s, sock_connect=spec.connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._guard: AsyncGenerator[None, None] | None = None
         self.retries = 0  # attempts beyond the first, over the backend's life
 
     def _scrub(self, text: str) -> str:
@@ -256,13 +258,27 @@ class OpenAIBackend:
 
     async def _bind_loop(self) -> None:
         """Session and semaphore belong to one event loop; a backend reused under a new loop gets new
-        ones, and the old loop's session is closed (no unclosed-session warnings)."""
+        ones. The session is closed when its loop ends (``asyncio.run`` finalizes async generators
+        before it closes the loop, which runs ``_close_at_loop_end``), or at the latest here."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             old, self._session = self._session, None
+            old_guard, self._guard = self._guard, None
             self._loop = loop
             self._semaphore = asyncio.Semaphore(self.spec.max_concurrency)
+            if old_guard is not None:
+                await old_guard.aclose()
             await _close_session(old)
+            self._guard = self._close_at_loop_end(loop)
+            await self._guard.__anext__()
+
+    async def _close_at_loop_end(self, loop: asyncio.AbstractEventLoop) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if self._loop is loop:
+                session, self._session = self._session, None
+                await _close_session(session)
 
     def _session_for_loop(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
