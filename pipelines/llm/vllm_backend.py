@@ -198,7 +198,10 @@ class _EngineCore:
         if self.loop is None:
             self.loop = loop
         elif self.loop is not loop:
-            raise LLMError("the vLLM engine serves the event loop of its first request; make every call in one loop")
+            raise LLMError(
+                "the vLLM engine serves the event loop it was built in (or of its first request); "
+                "make every call in that one loop"
+            )
         prompt_ids = chat_prompt_ids(self.tokenizer, messages, model)
         request_id = f"edumas-{next(self.request_ids)}"
         copies = params.n if params.n > 1 and params.temperature == 0 else 1  # greedy: one choice, n copies
