@@ -6,11 +6,15 @@ them and, since replies are replayed verbatim (with the usage they had when made
 same outputs and the same token accounting. Each ``put`` commits on its own, so a kill loses at
 most the calls in flight.
 
-The event loop never waits on SQLite: :meth:`RequestCache.aget` / :meth:`RequestCache.aput` run
-on one cache thread, and the busy timeout is short (``timeout_s``). A read or write that still
-finds the file locked by another process is skipped with a warning (a miss repeats the call; a
-skipped write only means a rerun repeats it). A file that is not a SQLite database raises
-:class:`CacheError` naming the file and the fix.
+The event loop never waits on a lock: :meth:`RequestCache.aget` reads on the loop through a
+connection whose busy timeout is zero (a WAL read of one key takes microseconds and is not
+blocked by writers; if it ever reports busy, the read is retried in a thread), and
+:meth:`RequestCache.aput` hands the row to one writer thread, which commits whatever rows are
+waiting in one transaction (so thousands of calls finishing together cost a few commits) with a
+short busy timeout (``timeout_s``); ``aput`` returns once its row is committed. A read or write
+that still finds the file locked by another process is skipped with a warning (a miss repeats
+the call; a skipped write only means a rerun repeats it). A file that is not a SQLite database
+raises :class:`CacheError` naming the file and the fix.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ import asyncio
 import hashlib
 import json
 import logging
+import queue
 import sqlite3
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +78,6 @@ class RequestCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.skipped_writes = 0  # puts given up because another process held the lock
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edumas-cache")
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=timeout_s)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -85,10 +88,14 @@ class RequestCache:
             )
             self._db.execute("SELECT key, result FROM calls LIMIT 1").fetchall()
             self._db.commit()
+            self._reader = sqlite3.connect(str(self.path), check_same_thread=False, timeout=0.0)
         except sqlite3.Error as exc:
             self._db.close()
-            self._executor.shutdown(wait=False)
             raise self._error(exc) from exc
+        self._reader_lock = threading.Lock()
+        self._pending: queue.SimpleQueue = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write_loop, name="edumas-cache-writer", daemon=True)
+        self._writer.start()
 
     def _error(self, exc: sqlite3.Error) -> CacheError:
         if _is_locked(exc):
@@ -104,13 +111,17 @@ class RequestCache:
     def get(self, key: str) -> ChatResult | None:
         """The stored result for ``key``, marked ``cached=True``, or None (also when the file stays locked)."""
         try:
-            with self._lock:
-                row = self._db.execute("SELECT result FROM calls WHERE key = ?", (key,)).fetchone()
+            return self._lookup(self._db, self._lock, key)
         except sqlite3.Error as exc:
             if _is_locked(exc):
                 log.warning("request cache %s stayed locked (%s): treating the lookup as a miss", self.path, exc)
                 return None
             raise self._error(exc) from exc
+
+    @staticmethod
+    def _lookup(db: sqlite3.Connection, lock: threading.Lock, key: str) -> ChatResult | None:
+        with lock:
+            row = db.execute("SELECT result FROM calls WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         result = ChatResult.from_dict(json.loads(row[0]))
@@ -119,38 +130,86 @@ class RequestCache:
 
     def put(self, key: str, result: ChatResult) -> None:
         """Store a finished call and commit at once (durable across a kill)."""
-        data: dict[str, Any] = result.to_dict()
+        error = self._commit([(key, result)])
+        if error is not None:
+            raise error
+
+    def _commit(self, rows: list[tuple[str, ChatResult]]) -> CacheError | None:
+        """Write ``rows`` in one transaction; a lock held past the timeout skips them (with a warning)."""
+        data = [(key, r.model, json.dumps(r.to_dict(), ensure_ascii=False)) for key, r in rows]
         try:
             with self._lock:
                 try:
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO calls (key, model, result) VALUES (?, ?, ?)",
-                        (key, result.model, json.dumps(data, ensure_ascii=False)),
-                    )
+                    self._db.executemany("INSERT OR REPLACE INTO calls (key, model, result) VALUES (?, ?, ?)", data)
                     self._db.commit()
                 except sqlite3.Error:
                     self._db.rollback()
                     raise
         except sqlite3.Error as exc:
             if _is_locked(exc):
-                self.skipped_writes += 1
-                log.warning("request cache %s stayed locked (%s): this call is not cached", self.path, exc)
+                self.skipped_writes += len(rows)
+                log.warning("request cache %s stayed locked (%s): %d call(s) not cached", self.path, exc, len(rows))
+                return None
+            return self._error(exc)
+        return None
+
+    def _write_loop(self) -> None:
+        """The writer thread: commit every row waiting, then wake each row's caller in its own loop."""
+        while True:
+            batch = [self._pending.get()]
+            while len(batch) < 1024:
+                try:
+                    batch.append(self._pending.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(item is None for item in batch)
+            batch = [item for item in batch if item is not None]
+            if batch:
+                error = self._commit([(key, result) for key, result, _, _ in batch])
+                by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future]] = {}
+                for _, _, loop, future in batch:
+                    by_loop.setdefault(loop, []).append(future)
+                for loop, futures in by_loop.items():
+                    try:
+                        loop.call_soon_threadsafe(_settle, futures, error)
+                    except RuntimeError:  # that loop is closed: nobody waits any more
+                        pass
+            if stop:
                 return
-            raise self._error(exc) from exc
 
     async def aget(self, key: str) -> ChatResult | None:
-        """:meth:`get` on the cache thread: the event loop keeps running while SQLite works."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.get, key)
+        """:meth:`get` without ever waiting on a lock in the event loop (see the module docstring)."""
+        try:
+            return self._lookup(self._reader, self._reader_lock, key)
+        except sqlite3.Error as exc:
+            if not _is_locked(exc):
+                raise self._error(exc) from exc
+        return await asyncio.to_thread(self.get, key)
 
     async def aput(self, key: str, result: ChatResult) -> None:
-        """:meth:`put` on the cache thread."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self.put, key, result)
+        """Queue ``result`` for the writer thread and wait until it is committed (or skipped)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending.put((key, result, loop, future))
+        await future
 
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
-        with self._lock:
+        if self._writer.is_alive():
+            self._pending.put(None)
+            self._writer.join()
+        with self._lock, self._reader_lock:
+            self._reader.close()
             self._db.close()
+
+
+def _settle(futures: list[asyncio.Future], error: CacheError | None) -> None:
+    for future in futures:
+        if not future.done():
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)

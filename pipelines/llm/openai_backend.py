@@ -26,6 +26,7 @@ validates the reply).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import ipaddress
 import logging
@@ -313,7 +314,15 @@ class OpenAIBackend:
         return body
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
-        """Send one chat request (with retries); raises :class:`LLMError` when it fails for good."""
+        """Send one chat request (with retries); raises :class:`LLMError` when it fails for good.
+
+        Greedy with ``n > 1`` (which vLLM's server rejects) asks for one choice and returns ``n`` copies.
+        """
+        copies = params.n if params.n > 1 and params.temperature == 0 else 1
+        if copies > 1:
+            result = await self.chat(messages, dataclasses.replace(params, n=1))
+            result.choices = result.choices * copies
+            return result
         await self._bind_loop()
         tried: set[str] = set()
         last_error = ""

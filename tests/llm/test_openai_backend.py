@@ -647,3 +647,16 @@ def test_runtime_preflight_checks_each_openai_endpoint(tmp_path):
         await runtime.close()
 
     run(main())
+
+
+def test_greedy_with_n_sends_one_request_for_one_choice_and_copies_it():
+    async def main():
+        async with LoopbackServer() as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams(n=3))
+            await b.close()
+            return srv, result
+
+    srv, result = run(main())
+    assert srv.count == 1 and "n" not in srv.requests[0]["body"]
+    assert [c.text for c in result.choices] == ["echo: hello there"] * 3
