@@ -146,8 +146,17 @@ def build_backend(spec: Any, *, where: str = "llm.default") -> Backend:
     raise LLMError(f"unknown backend kind {kind!r}; use openai, vllm, transformers or scripted")
 
 
+def backend_key(spec: Any) -> str:
+    """The key under which :class:`LLMRuntime` keeps the backend of ``spec`` (its ``sampling`` aside),
+    also the key of a prebuilt backend passed in ``LLMRuntime(config, backends={key: backend})``."""
+    return spec.model_dump_json(exclude={"sampling"})
+
+
 class LLMRuntime:
-    """Backends, cache and accounting of one stage run; ``for_role`` gives each agent its LLM."""
+    """Backends, cache and accounting of one stage run; ``for_role`` gives each agent its LLM.
+
+    ``backends`` maps :func:`backend_key` of a spec to an already built backend to use for it.
+    """
 
     def __init__(self, config: LLMConfig, *, backends: dict[str, Backend] | None = None):
         self.config = config
@@ -161,7 +170,7 @@ class LLMRuntime:
     def backend_for(self, role: str) -> Backend:
         """The backend of ``role``; roles with equal specs (sampling aside) share one."""
         spec = self.spec_for(role)
-        key = spec.model_dump_json(exclude={"sampling"})
+        key = backend_key(spec)
         if key not in self._backends:
             where = f"llm.roles.{role}" if spec is not self.config.default else "llm.default"
             self._backends[key] = build_backend(spec, where=where)

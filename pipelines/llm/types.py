@@ -106,7 +106,11 @@ class LLMError(RuntimeError):
 
 @runtime_checkable
 class Backend(Protocol):
-    """What every backend implements. ``identity`` names the model for the request cache."""
+    """What every backend implements. ``identity`` names the model for the request cache.
+
+    A backend may also define ``async def preflight() -> None`` (raise :class:`LLMError` when its
+    endpoint cannot serve); :meth:`LLMRuntime.preflight` calls it once per backend.
+    """
 
     identity: str
 
