@@ -3,7 +3,8 @@
 It answers ``POST /v1/chat/completions`` after a fixed ``latency_s`` with ``reply(body)`` (default:
 echo the last user message), reports word-count usage (``usage=False``: none, as some servers),
 records every request body and counts requests in flight; ``require_key`` answers 401 to any
-request without ``Authorization: Bearer <require_key>``. Faults are injected per request, either
+request without ``Authorization: Bearer <require_key>``; ``max_choices`` caps the choices per reply
+(as servers that ignore ``n``). Faults are injected per request, either
 as a script consumed in order (``faults=[Fault.http(429, retry_after="1"), None, ...]``, ``None`` =
 answer normally) or as a function ``faults(index, body) -> Fault | None``:
 
@@ -94,10 +95,12 @@ class LoopbackServer:
         record: bool = True,
         usage: bool = True,
         require_key: str | None = None,
+        max_choices: int | None = None,
     ):
         self.latency_s = latency_s
         self.usage = usage
         self.require_key = require_key
+        self.max_choices = max_choices
         self.reply = reply
         self.host = host
         self.port = port
@@ -158,6 +161,7 @@ class LoopbackServer:
 
     def _completion(self, body: dict, index: int) -> dict[str, Any]:
         n = int(body.get("n") or 1)
+        n = min(n, self.max_choices) if self.max_choices else n
         texts = [self.reply(body) for _ in range(n)]
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
         completion = {

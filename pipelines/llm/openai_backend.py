@@ -316,13 +316,38 @@ class OpenAIBackend:
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
         """Send one chat request (with retries); raises :class:`LLMError` when it fails for good.
 
-        Greedy with ``n > 1`` (which vLLM's server rejects) asks for one choice and returns ``n`` copies.
+        The result has ``params.n`` choices: greedy with ``n > 1`` (which vLLM's server rejects) asks
+        for one choice and returns ``n`` copies; a server that returns fewer choices than asked (some
+        ignore ``n``) is asked again for the rest (with ``seed + k`` when seeded), usage summed.
         """
-        copies = params.n if params.n > 1 and params.temperature == 0 else 1
-        if copies > 1:
-            result = await self.chat(messages, dataclasses.replace(params, n=1))
-            result.choices = result.choices * copies
+        if params.n > 1 and params.temperature == 0:
+            result = await self._chat_once(messages, dataclasses.replace(params, n=1))
+            result.choices = result.choices[:1] * params.n
             return result
+        result = await self._chat_once(messages, params)
+        round_ = 0
+        while len(result.choices) < params.n:
+            round_ += 1
+            if ("n", self.spec.model) not in _warned:
+                _warned.add(("n", self.spec.model))
+                log.warning(
+                    "%s returned %d of %d choices; asking again for the rest",
+                    self.spec.model,
+                    len(result.choices),
+                    params.n,
+                )
+            seed = params.seed + round_ if params.seed is not None else None
+            more = await self._chat_once(
+                messages, dataclasses.replace(params, n=params.n - len(result.choices), seed=seed)
+            )
+            result.choices += more.choices
+            result.usage.prompt_tokens += more.usage.prompt_tokens
+            result.usage.completion_tokens += more.usage.completion_tokens
+        result.choices = result.choices[: params.n]
+        return result
+
+    async def _chat_once(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """One request with its retries (see :meth:`chat`)."""
         await self._bind_loop()
         tried: set[str] = set()
         last_error = ""

@@ -660,3 +660,18 @@ def test_greedy_with_n_sends_one_request_for_one_choice_and_copies_it():
     srv, result = run(main())
     assert srv.count == 1 and "n" not in srv.requests[0]["body"]
     assert [c.text for c in result.choices] == ["echo: hello there"] * 3
+
+
+def test_a_server_that_ignores_n_is_asked_again_for_the_rest():
+    async def main():
+        async with LoopbackServer(max_choices=1) as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams(temperature=0.9, n=3, seed=5))
+            await b.close()
+            return srv, result
+
+    srv, result = run(main())
+    assert len(result.choices) == 3 and srv.count == 3
+    assert [r["body"].get("n") for r in srv.requests] == [3, 2, None]
+    assert [r["body"]["seed"] for r in srv.requests] == [5, 6, 7]  # each follow-up its own sample
+    assert result.usage.completion_tokens == 3 * 3 and result.usage.prompt_tokens == 3 * 2
