@@ -10,7 +10,8 @@ greedy at ``temperature == 0``, ``n`` choices, stop strings (cut from the text),
 structured output when ``json_schema`` is set. Greedy with ``n > 1`` (which vLLM rejects) asks
 for one choice and returns ``n`` copies of it, as the transformers backend does; usage counts the
 tokens generated once. A request the engine ends with finish reason ``error`` or ``abort`` raises
-:class:`LLMError` (so it is never cached). Concurrent ``chat`` calls are batched by vLLM's
+:class:`LLMError` (so it is never cached), and a schema the engine cannot compile raises
+``LLMError("json_schema cannot be compiled: ...")``. Concurrent ``chat`` calls are batched by vLLM's
 scheduler (continuous batching), so callers just keep many requests in flight. The engine serves
 one event loop: the one running when the backend was built, else the one of its first request;
 a call from any other loop raises :class:`LLMError` instead of hanging. An engine that cannot
@@ -29,6 +30,7 @@ import hashlib
 import itertools
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ INSTALL_HINT = 'vLLM is not installed; on a GPU machine run: pip install -e ".[g
 FAILED_FINISH_REASONS = frozenset({"error", "abort"})
 """Finish reasons of requests the engine did not complete: raised, never returned or cached."""
 
+_SCHEMA_TROUBLE = re.compile(r"schema|grammar|structured output|guided", re.I)
 _MEMORY_SIGNS = ("out of memory", "kv cache", "cache blocks", "not enough memory", "insufficient memory")
 
 
@@ -215,6 +218,8 @@ class _EngineCore:
             ):
                 final = output
         except Exception as exc:
+            if params.json_schema is not None and _SCHEMA_TROUBLE.search(str(exc)):
+                raise LLMError(f"json_schema cannot be compiled: {type(exc).__name__}: {exc}") from exc
             raise LLMError(f"vLLM request {request_id} failed: {type(exc).__name__}: {exc}") from exc
         if final is None or not final.outputs:
             raise LLMError(f"vLLM request {request_id} returned no output")

@@ -75,6 +75,9 @@ class StubEngine:
 
     async def generate(self, prompt, sampling_params, request_id, lora_request=None):
         self.requests.append(sampling_params)
+        schema = (getattr(sampling_params, "structured_outputs", None) or {}).get("json") or {}
+        if schema.get("type") == "bogus":  # as vLLM's structured-output backend rejects a schema
+            raise ValueError("The provided JSON schema contains features not supported by xgrammar.")
         outputs = [
             types.SimpleNamespace(index=i, text=f"reply {i}", token_ids=[1, 2, 3], finish_reason=self.finish)
             for i in range(sampling_params.n)
@@ -169,6 +172,20 @@ def test_engine_start_failures_are_llm_errors_with_the_fix(stub_vllm, error, exp
         stub_vllm(error=error)
     message = str(err.value)
     assert expected in message and str(error) in message and "failed to start" in message
+
+
+def test_a_schema_the_engine_cannot_compile_is_a_clear_error(stub_vllm):
+    engine = StubEngine()
+    backend = stub_vllm(engine)
+
+    async def main():
+        ok = await backend.chat(HI, SamplingParams(json_schema={"type": "object"}))
+        with pytest.raises(LLMError, match="^json_schema cannot be compiled: ValueError: The provided JSON schema"):
+            await backend.chat(HI, SamplingParams(json_schema={"type": "bogus"}))
+        return ok
+
+    assert asyncio.run(main()).text == "reply 0"
+    assert engine.requests[0].structured_outputs == {"json": {"type": "object"}}
 
 
 def test_max_lora_rank_must_be_one_vllm_accepts():
