@@ -417,7 +417,12 @@ class OpenAIBackend:
                     self.format_mode[url] = mode
                 if ("format", url) not in _warned:
                     _warned.add(("format", url))
-                    log.warning("%s refused response_format (%s); falling back", url, self._scrub(str(exc)))
+                    log.warning(
+                        "%s refused response_format (%s); sending %s instead (the reply is still validated)",
+                        url,
+                        self._scrub(str(exc)),
+                        "response_format json_object" if mode == "json_object" else "the prompt alone",
+                    )
                 continue
             if mode != first:
                 log.info("%s: structured output now %s", url, mode)
