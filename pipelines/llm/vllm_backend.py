@@ -125,7 +125,13 @@ class VLLMBackend:
         vllm = import_vllm()
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(spec.model, trust_remote_code=spec.trust_remote_code)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(spec.model, trust_remote_code=spec.trust_remote_code)
+        except (OSError, ValueError) as exc:
+            raise LLMError(
+                f"cannot load the tokenizer of {spec.model} ({type(exc).__name__}: {exc}); `model` must be a "
+                "local model folder (download it once on a machine with network access)"
+            ) from exc
         if not tokenizer.chat_template:
             raise LLMError(f"tokenizer of {spec.model} has no chat template; use an instruct model")
         try:

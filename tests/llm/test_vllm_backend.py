@@ -188,6 +188,12 @@ def test_a_schema_the_engine_cannot_compile_is_a_clear_error(stub_vllm):
     assert engine.requests[0].structured_outputs == {"json": {"type": "object"}}
 
 
+def test_a_missing_model_folder_is_an_llm_error(stub_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(LLMError, match="cannot load the tokenizer of .*must be a local model folder"):
+        VLLMBackend(spec(str(tmp_path / "no-such-model")))
+
+
 def test_max_lora_rank_must_be_one_vllm_accepts():
     assert VLLM_LORA_RANKS == (1, 8, 16, 32, 64, 128, 256, 320, 512)
     assert spec("m", max_lora_rank=320).max_lora_rank == 320
