@@ -16,7 +16,8 @@ import pytest
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig, OpenAIBackendConfig
 from pipelines.llm.loopback import Fault, LoopbackServer
-from pipelines.llm.openai_backend import OpenAIBackend, parse_retry_after
+from pipelines.llm.openai_backend import OpenAIBackend
+from pipelines.llm.openai_protocol import parse_retry_after
 from pipelines.llm.ratelimit import RateLimiter, RateSchedule, estimate_tokens
 from pipelines.llm.types import LLMError, SamplingParams
 
