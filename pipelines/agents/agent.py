@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from pipelines.agents.limits import call_slot
 from pipelines.agents.templates import PromptTemplate
 from pipelines.llm.types import LLMError, Message, SamplingParams
 
@@ -146,8 +145,7 @@ class Agent(Generic[T]):
         for attempt in range(self.max_attempts):
             params = self._params(llm.default_params, attempt)
             try:
-                async with call_slot():
-                    result = await llm.chat(messages, params, sample_index=sample_index + attempt)
+                result = await llm.chat(messages, params, sample_index=sample_index + attempt)
             except LLMError as exc:
                 record.calls += 1
                 record.cached = False
