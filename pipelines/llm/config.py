@@ -101,7 +101,12 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 class VLLMBackendConfig(_RoleSampling):
-    """vLLM's in-process async engine on GPUs, with optional per-request LoRA adapters."""
+    """vLLM's in-process async engine on GPUs, with optional per-request LoRA adapters.
+
+    LoRA is switched on only when it is used: ``adapter`` is set, or ``enable_lora: true`` for
+    adapters added later with ``with_adapter``. ``max_loras`` adapters run in one batch side by
+    side; ``max_cpu_loras`` (None: vLLM uses ``max_loras``) are kept loaded in CPU memory.
+    """
 
     kind: Literal["vllm"]
     model: str
@@ -109,9 +114,28 @@ class VLLMBackendConfig(_RoleSampling):
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     max_model_len: int | None = Field(None, ge=1)
+    enable_lora: bool | None = Field(None, description="None: LoRA on exactly when `adapter` is set")
     max_lora_rank: int = Field(64, ge=1)
+    max_loras: int = Field(2, ge=1, strict=True, description="adapters served side by side in one batch")
+    max_cpu_loras: int | None = Field(None, ge=1, strict=True, description="adapters cached in CPU (>= max_loras)")
     dtype: str = "auto"
     trust_remote_code: bool = False
+
+    @property
+    def lora_enabled(self) -> bool:
+        """Whether the engine starts with LoRA: ``enable_lora`` if given, else whether ``adapter`` is set."""
+        return self.enable_lora if self.enable_lora is not None else bool(self.adapter)
+
+    @model_validator(mode="after")
+    def _lora_settings(self) -> VLLMBackendConfig:
+        if self.enable_lora is False and self.adapter:
+            raise ValueError(f"adapter {self.adapter} needs LoRA; remove `enable_lora: false` or the adapter")
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise ValueError(
+                f"max_cpu_loras ({self.max_cpu_loras}) must be at least max_loras ({self.max_loras}); "
+                "raise max_cpu_loras or leave it out"
+            )
+        return self
 
     @field_validator("max_lora_rank")
     @classmethod

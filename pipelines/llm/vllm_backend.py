@@ -19,7 +19,14 @@ start (CUDA out of memory, settings vLLM rejects) raises :class:`LLMError` sayin
 
 LoRA: ``spec.adapter`` is applied to every request; ``backend.with_adapter(path)`` returns a view
 sharing the same engine that applies another adapter (and has its own cache ``identity``), e.g. to
-evaluate several fine-tunes of one base model without reloading it.
+evaluate several fine-tunes of one base model without reloading it. The engine starts with LoRA
+only when ``spec.lora_enabled`` (an adapter is set, or ``enable_lora: true``); ``with_adapter`` on
+an engine without LoRA raises :class:`LLMError`. ``max_loras`` adapters share a batch, and
+``max_cpu_loras`` stay cached in CPU memory. Each adapter folder gets a LoRA name unique to its
+resolved path (:func:`lora_name`; vLLM tells adapters apart by name) and a stable integer id. A
+request with an adapter whose folder ships a tokenizer (training saves one with the chat template
+it trained on) is rendered with that tokenizer's chat template and also stops at its EOS token,
+as the transformers backend does; otherwise the base model's tokenizer renders it.
 """
 
 from __future__ import annotations
@@ -69,8 +76,27 @@ def vllm_identity(spec: VLLMBackendConfig, adapter: str | None) -> str:
     return f"vllm:{spec.model}{f'+{adapter}' if adapter else ''}@{digest.hexdigest()[:12]}"
 
 
+def lora_name(adapter: str) -> str:
+    """vLLM LoRA name of an adapter folder: its last two path parts and a hash of its resolved path.
+
+    vLLM compares LoRA requests by name, so ``models/sft/final`` and ``models/dpo/final`` must not
+    both be ``final``: they become e.g. ``sft-final-1a2b3c4d`` and ``dpo-final-5e6f7a8b``.
+    """
+    resolved = Path(adapter).resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
+    tail = "-".join(part for part in resolved.parts[-2:] if part != resolved.anchor)
+    return f"{tail}-{digest}" if tail else f"adapter-{digest}"
+
+
 def engine_args(spec: VLLMBackendConfig, vllm: Any) -> Any:
-    """vLLM ``AsyncEngineArgs`` for a spec (LoRA enabled when an adapter may be used)."""
+    """vLLM ``AsyncEngineArgs`` for a spec (LoRA settings only when ``spec.lora_enabled``)."""
+    lora: dict[str, Any] = {}
+    if spec.lora_enabled:
+        lora = {
+            "max_lora_rank": spec.max_lora_rank,
+            "max_loras": spec.max_loras,
+            "max_cpu_loras": spec.max_cpu_loras,
+        }
     return vllm.AsyncEngineArgs(
         model=spec.model,
         tensor_parallel_size=spec.tensor_parallel_size,
@@ -78,10 +104,31 @@ def engine_args(spec: VLLMBackendConfig, vllm: Any) -> Any:
         max_model_len=spec.max_model_len,
         dtype=spec.dtype,
         trust_remote_code=spec.trust_remote_code,
-        enable_lora=True,
-        max_lora_rank=spec.max_lora_rank,
+        enable_lora=spec.lora_enabled,
         disable_log_stats=True,
+        **lora,
     )
+
+
+def load_chat_tokenizer(source: str, *, trust_remote_code: bool, what: str) -> Any:
+    """The transformers tokenizer in ``source``, with a chat template, or :class:`LLMError` saying the fix."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise LLMError(
+            f"cannot load the tokenizer of {source} ({type(exc).__name__}: {exc}); `{what}` must be a "
+            "local model folder (download it once on a machine with network access)"
+        ) from exc
+    if not tokenizer.chat_template:
+        raise LLMError(f"tokenizer of {source} has no chat template; use an instruct model")
+    return tokenizer
+
+
+def ships_tokenizer(adapter: str) -> bool:
+    """Whether an adapter folder carries its own tokenizer (and so maybe its own chat template)."""
+    return (Path(adapter) / "tokenizer_config.json").is_file()
 
 
 def start_engine(spec: VLLMBackendConfig, vllm: Any) -> Any:
@@ -121,32 +168,38 @@ class VLLMBackend:
         self.requests = 0
         if _shared is not None:
             self._core = _shared._core
+            self._core.register(self.adapter)
             return
         vllm = import_vllm()
-        from transformers import AutoTokenizer
-
+        tokenizer = load_chat_tokenizer(spec.model, trust_remote_code=spec.trust_remote_code, what="model")
+        core = _EngineCore(vllm, None, tokenizer, spec)
+        core.register(self.adapter)  # a bad adapter tokenizer fails before the engine takes the GPU
         try:
-            tokenizer = AutoTokenizer.from_pretrained(spec.model, trust_remote_code=spec.trust_remote_code)
-        except (OSError, ValueError) as exc:
-            raise LLMError(
-                f"cannot load the tokenizer of {spec.model} ({type(exc).__name__}: {exc}); `model` must be a "
-                "local model folder (download it once on a machine with network access)"
-            ) from exc
-        if not tokenizer.chat_template:
-            raise LLMError(f"tokenizer of {spec.model} has no chat template; use an instruct model")
-        try:
-            engine = start_engine(spec, vllm)
+            core.engine = start_engine(spec, vllm)
         except Exception as exc:
             raise LLMError(start_error(spec, exc)) from exc
-        self._core = _EngineCore(vllm, engine, tokenizer)
+        self._core = core
         try:  # built inside a running loop: that loop is the one the engine serves
             self._core.loop = asyncio.get_running_loop()
         except RuntimeError:
             pass
-        log.info("vLLM engine up for %s (tensor parallel %d)", spec.model, spec.tensor_parallel_size)
+        log.info(
+            "vLLM engine up for %s (tensor parallel %d, LoRA %s)",
+            spec.model,
+            spec.tensor_parallel_size,
+            f"on, {spec.max_loras} side by side" if spec.lora_enabled else "off",
+        )
 
     def with_adapter(self, adapter: str | None) -> VLLMBackend:
-        """A backend sharing this engine that applies ``adapter`` (None: the base model) to its requests."""
+        """A backend sharing this engine that applies ``adapter`` (None: the base model) to its requests.
+
+        Raises :class:`LLMError` when ``adapter`` is set but the engine was started without LoRA.
+        """
+        if adapter and not self.spec.lora_enabled:
+            raise LLMError(
+                f"the vLLM engine for {self.spec.model} was started without LoRA, so adapter {adapter} cannot "
+                "be applied; set `enable_lora: true` in its llm block of params.yaml"
+            )
         return VLLMBackend(self.spec, adapter=adapter or "", _shared=self)
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
@@ -160,28 +213,61 @@ class VLLMBackend:
 
 
 class _EngineCore:
-    """The engine, tokenizer and LoRA registry shared by a backend and its adapter views."""
+    """The engine, tokenizers and LoRA registry shared by a backend and its adapter views.
 
-    def __init__(self, vllm: Any, engine: Any, tokenizer: Any):
+    ``lora_ids`` maps each adapter's :func:`lora_name` to its integer id (1, 2, ... in order of
+    first use); ``tokenizers`` maps a LoRA name to the adapter's own tokenizer, when it ships one.
+    """
+
+    def __init__(self, vllm: Any, engine: Any, tokenizer: Any, spec: VLLMBackendConfig):
         self.vllm = vllm
         self.engine = engine
         self.tokenizer = tokenizer
+        self.spec = spec
         self.lora_ids: dict[str, int] = {}
+        self.tokenizers: dict[str, Any] = {}
         self.request_ids = itertools.count()
         self.loop: asyncio.AbstractEventLoop | None = None
 
+    def register(self, adapter: str | None) -> None:
+        """Give ``adapter`` its LoRA id and load its own tokenizer (once); nothing for the base model."""
+        if not adapter:
+            return
+        name = lora_name(adapter)
+        if name in self.lora_ids:
+            return
+        if ships_tokenizer(adapter):
+            self.tokenizers[name] = load_chat_tokenizer(
+                adapter, trust_remote_code=self.spec.trust_remote_code, what="adapter"
+            )
+        self.lora_ids[name] = len(self.lora_ids) + 1
+
+    def tokenizer_for(self, adapter: str | None) -> Any:
+        """The tokenizer that renders requests with ``adapter``: its own if it ships one, else the base one."""
+        return self.tokenizers.get(lora_name(adapter), self.tokenizer) if adapter else self.tokenizer
+
     def lora_request(self, adapter: str | None) -> Any:
+        """vLLM ``LoRARequest`` of a registered adapter (unique name, stable id), or None for the base model."""
         if not adapter:
             return None
         from vllm.lora.request import LoRARequest
 
-        lora_id = self.lora_ids.setdefault(str(Path(adapter).resolve()), len(self.lora_ids) + 1)
-        return LoRARequest(Path(adapter).name or f"adapter-{lora_id}", lora_id, str(Path(adapter).resolve()))
+        name = lora_name(adapter)
+        return LoRARequest(lora_name=name, lora_int_id=self.lora_ids[name], lora_path=str(Path(adapter).resolve()))
 
-    def sampling_params(self, params: SamplingParams) -> Any:
+    def stop_token_ids(self, adapter: str | None) -> list[int] | None:
+        """The adapter tokenizer's EOS id where it differs from the base one (its template ends turns there)."""
+        own = self.tokenizer_for(adapter)
+        if own is self.tokenizer or own.eos_token_id is None or own.eos_token_id == self.tokenizer.eos_token_id:
+            return None
+        return [own.eos_token_id]
+
+    def sampling_params(self, params: SamplingParams, *, stop_token_ids: list[int] | None = None) -> Any:
         from vllm.sampling_params import RequestOutputKind
 
         extra: dict[str, Any] = {}
+        if stop_token_ids:
+            extra["stop_token_ids"] = stop_token_ids
         if params.json_schema is not None:
             try:
                 from vllm.sampling_params import StructuredOutputsParams
@@ -211,14 +297,17 @@ class _EngineCore:
                 "the vLLM engine serves the event loop it was built in (or of its first request); "
                 "make every call in that one loop"
             )
-        prompt_ids = chat_prompt_ids(self.tokenizer, messages, model)
+        prompt_ids = chat_prompt_ids(self.tokenizer_for(adapter), messages, model)
         request_id = f"edumas-{next(self.request_ids)}"
         copies = params.n if params.n > 1 and params.temperature == 0 else 1  # greedy: one choice, n copies
         final = None
         try:
             async for output in self.engine.generate(
                 {"prompt_token_ids": list(prompt_ids)},
-                self.sampling_params(dataclasses.replace(params, n=1) if copies > 1 else params),
+                self.sampling_params(
+                    dataclasses.replace(params, n=1) if copies > 1 else params,
+                    stop_token_ids=self.stop_token_ids(adapter),
+                ),
                 request_id,
                 lora_request=self.lora_request(adapter),
             ):
