@@ -12,7 +12,7 @@ set -euo pipefail
 : "${SLURM_NNODES:?run me under srun (SLURM_NNODES is not set)}"
 : "${SLURM_JOB_NODELIST:?run me under srun (SLURM_JOB_NODELIST is not set)}"
 ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-configs/accelerate/zero3_multinode.yaml}"
-TRAIN_ARGS="${TRAIN_ARGS:---params params.yaml}"
+TRAIN_ARGS="${TRAIN_ARGS:---params params.yaml --section train.sft}"
 MAIN_PROCESS_PORT="${MAIN_PROCESS_PORT:-29500}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
 VENV="${VENV:-.venv}"
