@@ -197,6 +197,14 @@ def _cpu_ddp_backend() -> str | None:
     return "gloo" if several and not torch.cuda.is_available() else None
 
 
+def _cpu_mixed_precision(cfg: TrainConfig) -> bool:
+    """bf16/fp16 on a machine without CUDA and outside DeepSpeed: the Trainer needs ``use_cpu`` for autocast."""
+    import torch
+
+    deepspeed = bool(cfg.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    return cfg.dtype != "float32" and not torch.cuda.is_available() and not deepspeed
+
+
 def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
     """SFTConfig or DPOConfig from the run's params."""
     from trl import DPOConfig, SFTConfig
@@ -231,6 +239,7 @@ def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
         run_name=run_name,
         deepspeed=cfg.deepspeed,
         ddp_backend=_cpu_ddp_backend(),
+        use_cpu=_cpu_mixed_precision(cfg),
         disable_tqdm=False,
     )
     if cfg.method == "sft":
