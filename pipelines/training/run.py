@@ -205,8 +205,8 @@ def _cpu_mixed_precision(cfg: TrainConfig) -> bool:
     return cfg.dtype != "float32" and not torch.cuda.is_available() and not deepspeed
 
 
-def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
-    """SFTConfig or DPOConfig from the run's params."""
+def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None, has_eval: bool = True):
+    """SFTConfig or DPOConfig from the run's params (no periodic evaluation without an eval split)."""
     from trl import DPOConfig, SFTConfig
 
     s = cfg.schedule
@@ -225,8 +225,8 @@ def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
         gradient_checkpointing=s.gradient_checkpointing,
         optim=s.optim,
         logging_steps=s.logging_steps,
-        eval_strategy="steps" if s.eval_steps else "no",
-        eval_steps=s.eval_steps,
+        eval_strategy="steps" if s.eval_steps and has_eval else "no",
+        eval_steps=s.eval_steps if has_eval else None,
         save_strategy="steps",
         save_steps=s.save_steps,
         save_total_limit=s.save_total_limit,
@@ -265,7 +265,8 @@ def build_trainer(cfg: TrainConfig, *, report_to: str = "none", run_name: str | 
     train_data, eval_data = load_training_data(cfg)
     tokenizer = load_tokenizer(cfg, family, trust)
     check_dataset_tokenizer(cfg, tokenizer)
-    args = trainer_args(cfg, report_to=report_to, run_name=run_name)  # before loading: ZeRO-3 zero.Init
+    # before loading: the DeepSpeed config must be registered for zero.Init
+    args = trainer_args(cfg, report_to=report_to, run_name=run_name, has_eval=eval_data is not None)
     deepspeed, zero3 = deepspeed_state(args)
     model = load_model(cfg.model, cfg, trust, tokenizer, family=family, deepspeed=deepspeed, zero3=zero3)
     peft_config = lora_config(cfg, family) if cfg.tuning in ("lora", "qlora") else None
