@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         if names["group"]:
             os.environ["WANDB_RUN_GROUP"] = names["group"]
     main_rank = is_main_process()
-    tracker = (
+    tracker = (  # no W&B run at all with report_to: none (or tracking off), and none on other ranks
         stage_run("train", cfg.model_dump(), project=names["project"], group=names["group"], name=names["name"])
-        if main_rank
+        if main_rank and report_to == "wandb"
         else nullcontext(StageRun(None))
     )
     with tracker as run:

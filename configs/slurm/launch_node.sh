@@ -12,13 +12,13 @@ set -euo pipefail
 : "${SLURM_NNODES:?run me under srun (SLURM_NNODES is not set)}"
 : "${SLURM_JOB_NODELIST:?run me under srun (SLURM_JOB_NODELIST is not set)}"
 ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-configs/accelerate/zero3_multinode.yaml}"
-TRAIN_ARGS="${TRAIN_ARGS:---params params.yaml}"
+TRAIN_ARGS="${TRAIN_ARGS:---params params.yaml --section train.sft}"
 MAIN_PROCESS_PORT="${MAIN_PROCESS_PORT:-29500}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
 VENV="${VENV:-.venv}"
 
 # The first host of the allocation hosts the rendezvous (rank 0).
-MAIN_PROCESS_IP="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"
+MAIN_PROCESS_IP="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | sed -n 1p)"  # sed reads all: no SIGPIPE under pipefail
 if [[ -z "${MAIN_PROCESS_IP}" ]]; then
     echo "launch_node.sh: cannot read the first host of SLURM_JOB_NODELIST=${SLURM_JOB_NODELIST}" >&2
     exit 2

@@ -2,7 +2,9 @@
 
 ``<output_dir>/checkpoints`` is a DVC ``persist: true`` out, so it survives ``dvc repro``. Each run
 stores a fingerprint (hash of its params, minus the ones that only say how long or how often, plus
-the dataset's content hash). A later run with the same fingerprint resumes from the newest
+the dataset's content hash, the base model, the chat template and the world size: the number of
+processes sets the effective batch, the data order and how ZeRO shards optimizer states, so a
+checkpoint written on 8 GPUs is not resumed on 4). A later run with the same fingerprint resumes from the newest
 checkpoint that holds ``trainer_state.json`` (written last, so a checkpoint cut short by a kill is
 skipped); a different fingerprint starts from step 0 and removes the stale checkpoints.
 """
@@ -49,8 +51,11 @@ def dataset_hash(dataset_dir: Path | str) -> str:
     return digest.hexdigest()
 
 
-def run_fingerprint(params: dict[str, Any], data_sha256: str, model_sha256: str = "", template_sha256: str = "") -> str:
-    """What a checkpoint must match to be resumed: params (less resumable keys), data, base model, chat template."""
+def run_fingerprint(
+    params: dict[str, Any], data_sha256: str, model_sha256: str = "", template_sha256: str = "", *, world_size: int = 1
+) -> str:
+    """What a checkpoint must match to be resumed: params (less resumable keys), data, base model, chat
+    template and the number of training processes."""
 
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
@@ -58,7 +63,13 @@ def run_fingerprint(params: dict[str, Any], data_sha256: str, model_sha256: str 
         return value
 
     blob = json.dumps(
-        {"params": strip(params), "data": data_sha256, "model": model_sha256, "template": template_sha256},
+        {
+            "params": strip(params),
+            "data": data_sha256,
+            "model": model_sha256,
+            "template": template_sha256,
+            "world_size": world_size,
+        },
         sort_keys=True,
         default=str,
     )
@@ -90,7 +101,7 @@ def resolve_resume(folder: Path, fingerprint: str, mode: str, *, is_main: bool =
     if is_main:
         stale = [p for p in folder.glob("checkpoint-*") if p.is_dir()] if folder.is_dir() else []
         if stale:
-            reason = "resume: never" if mode == "never" else "the params or data changed"
+            reason = "resume: never" if mode == "never" else "the params, data, model or number of processes changed"
             log.warning("removing %d checkpoint(s) in %s: %s", len(stale), folder, reason)
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)

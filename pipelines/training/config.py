@@ -2,7 +2,8 @@
 
 Cross-field rules (each a clear config error): a LoRA/QLoRA DPO run takes its reference from the
 base model with the adapter disabled, so ``dpo.reference_model`` must stay empty; ``merge`` needs
-an adapter; ``packing`` applies to SFT only.
+an adapter; ``packing`` applies to SFT only and needs ``flash_attention_2`` (padding-free packing:
+with sdpa or eager the packed samples would attend to each other).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class TrainConfig(StrictModel):
     schedule: ScheduleSettings = ScheduleSettings()
     seed: int = 42
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    # auto: the family's default (sdpa; none passed for ChatGLM3/MiniCPM remote code, see families.py)
+    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
     deepspeed: str | None = None
     resume: Literal["auto", "never"] = "auto"
     merge: bool = False
@@ -98,6 +100,12 @@ class TrainConfig(StrictModel):
             raise ValueError("merge: true needs tuning lora or qlora (full tuning already saves whole weights)")
         if self.method == "dpo" and self.sft.packing:
             raise ValueError("sft.packing applies to method sft only; set it to false for dpo")
+        if self.sft.packing and self.method == "sft" and self.attn_implementation != "flash_attention_2":
+            raise ValueError(
+                f"sft.packing with attn_implementation {self.attn_implementation!r} lets packed samples attend to "
+                "each other; set attn_implementation: flash_attention_2 (padding-free packing, needs flash-attn) "
+                "or sft.packing: false"
+            )
         return self
 
     @property

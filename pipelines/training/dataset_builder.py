@@ -4,8 +4,10 @@ Inputs: the JSONL files listed in :class:`MakeDatasetsConfig.inputs` (shared SFT
 the target model's tokenizer. Steps per kind: validate rows (bad rows are counted and written to
 ``rejected.jsonl``, never fatal), deduplicate on normalised content, drop rows longer than
 ``max_length`` tokens as rendered by the target model's chat template, split train/eval with a
-seeded hash ranking (stable as data grows). Outputs: ``<output_dir>/{sft,dpo}`` (``datasets``
-DatasetDict with ``train`` and ``eval``) and a data card (``data_card.json`` + ``DATA_CARD.md``).
+seeded hash ranking (stable as data grows). The data card records the tokenizer's fingerprint;
+``train`` refuses a dataset filtered with another tokenizer than its model's. Outputs:
+``<output_dir>/{sft,dpo}`` (``datasets`` DatasetDict with ``train`` and ``eval``) and a data card
+(``data_card.json`` + ``DATA_CARD.md``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from pydantic import Field
 from pipelines.config import StrictModel
 from pipelines.io import atomic_open, read_jsonl, write_json_atomic, write_jsonl_atomic
 from pipelines.training.cards import render_data_card
-from pipelines.training.families import chat_token_ids, detect_family, prepare_tokenizer, read_model_type
+from pipelines.training.chat_encoding import install_remote_code_shims, tokenizer_fingerprint
+from pipelines.training.families import (
+    chat_token_ids,
+    detect_family,
+    model_stop_ids,
+    prepare_tokenizer,
+    read_model_type,
+)
 from pipelines.training.rows import KINDS, RowError, content_key, conversations, is_demo, normalise_row, prompt_key
 
 log = logging.getLogger(__name__)
@@ -101,8 +110,9 @@ def load_tokenizer(path: str, family_name: str = "auto"):
     from transformers import AutoTokenizer
 
     family = detect_family(read_model_type(path), family_name)
+    install_remote_code_shims()
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=family.trust_remote_code)
-    return prepare_tokenizer(tokenizer, family), family
+    return prepare_tokenizer(tokenizer, family, stop_ids=model_stop_ids(path)), family
 
 
 def save_dataset_dict(splits: dict[str, list[dict[str, Any]]], kind: str, dest: Path) -> None:
@@ -213,6 +223,7 @@ def build_datasets(cfg: MakeDatasetsConfig, tokenizer: Any | None = None) -> dic
 
     card = {
         "tokenizer": cfg.tokenizer,
+        "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
         "family": family_name,
         "max_length": cfg.max_length,
         "seed": cfg.seed,

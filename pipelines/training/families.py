@@ -12,6 +12,10 @@ saved with every trained model. Training (trl calls ``apply_chat_template``) and
 - ``own``: use the tokenizer's template; a tokenizer without one is an error.
 - ``fallback``: use the tokenizer's template, or ours (``templates/<name>.jinja``) when it has none.
 - ``override``: always ours (ChatGLM3 ships a custom ``build_chat_input`` rather than a template).
+
+Token ids (training, length filter, evaluation) come from the encoder that :func:`prepare_tokenizer`
+installs (:mod:`pipelines.training.chat_encoding`): ChatGLM3's are built from ids, and every
+conversation ending with an assistant turn ends with a stop token.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pipelines.training.chat_encoding import install_chat_encoder, patch_left_only_pad
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 
@@ -39,7 +45,11 @@ class Family:
     ``lora_targets``: module names LoRA adapts by default.
     ``trust_remote_code``: whether loading needs the model's own Python code.
     ``pad_candidates``: tokens tried in order when the tokenizer has no pad token.
-    ``training_padding_side``: padding side while training (evaluation generates with left padding).
+    ``training_padding_side``: the tokenizer's padding side (trl's collators pad right themselves).
+    ``ids_from_ids``: build token ids from ids rather than by tokenizing the rendered text (ChatGLM3).
+    ``default_attention``: ``attn_implementation`` for ``auto``; None = do not pass one (the remote code
+    has its own attention and no ``_supports_sdpa``, so transformers 5 refuses an explicit ``sdpa``).
+    ``supported_attention``: implementations the model's code accepts.
     """
 
     name: str
@@ -50,6 +60,9 @@ class Family:
     trust_remote_code: bool = False
     pad_candidates: tuple[str, ...] = ()
     training_padding_side: str = "right"
+    ids_from_ids: bool = False
+    default_attention: str | None = "sdpa"
+    supported_attention: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -82,7 +95,8 @@ FAMILIES: dict[str, Family] = {
             template="minicpm",
             trust_remote_code=True,
             pad_candidates=("<unk>",),
-            notes="MiniCPM-2B: <用户>…<AI>… format; remote code.",
+            default_attention=None,  # its remote code declares what it supports; transformers picks
+            notes="MiniCPM-2B: <用户>…<AI>… format (its template writes no EOS: the encoder appends it); remote code.",
         ),
         Family(
             name="chatglm3",
@@ -92,6 +106,10 @@ FAMILIES: dict[str, Family] = {
             lora_targets=("query_key_value",),
             trust_remote_code=True,
             pad_candidates=("<unk>", "<pad>"),
+            training_padding_side="left",  # the remote _pad asserts left padding
+            ids_from_ids=True,
+            default_attention=None,
+            supported_attention=(),  # CoreAttention calls torch SDPA itself; no attn_implementation accepted
             notes="ChatGLM3-6B: [gMASK]sop<|user|>\\n text<|assistant|>; fused query_key_value; remote code.",
         ),
     )
@@ -129,8 +147,12 @@ def detect_family(model_type: str, override: str = "auto") -> Family:
     return detected
 
 
-def prepare_tokenizer(tokenizer: Any, family: Family, *, padding_side: str | None = None) -> Any:
-    """Set chat template, pad token and padding side on ``tokenizer`` for ``family``; returns it.
+def prepare_tokenizer(
+    tokenizer: Any, family: Family, *, padding_side: str | None = None, stop_ids: tuple[int, ...] = ()
+) -> Any:
+    """Set chat template, pad token, padding side and the chat encoder on ``tokenizer`` for ``family``.
+
+    ``stop_ids``: the model's own stop tokens (:func:`model_stop_ids`) besides the tokenizer's EOS.
 
     Raises :class:`FamilyError` when a template is required but missing or no pad token can be chosen.
     """
@@ -148,8 +170,33 @@ def prepare_tokenizer(tokenizer: Any, family: Family, *, padding_side: str | Non
         if pad is None:
             raise FamilyError(f"no pad token for family {family.name!r}: tried {list(family.pad_candidates)}")
         tokenizer.pad_token = pad
+    if family.ids_from_ids:
+        patch_left_only_pad(tokenizer)
     tokenizer.padding_side = padding_side or family.training_padding_side
-    return tokenizer
+    return install_chat_encoder(tokenizer, ids_from_ids=family.ids_from_ids, stop_ids=stop_ids)
+
+
+def model_stop_ids(model_path: Path | str) -> tuple[int, ...]:
+    """``eos_token_id`` values from a model folder's ``config.json`` and ``generation_config.json``."""
+    ids: list[int] = []
+    for name in ("config.json", "generation_config.json"):
+        path = Path(model_path) / name
+        value = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id") if path.exists() else None
+        ids += [value] if isinstance(value, int) else [v for v in value or [] if isinstance(v, int)]
+    return tuple(sorted(set(ids)))
+
+
+def attention_implementation(requested: str, family: Family) -> str | None:
+    """The ``attn_implementation`` to pass to ``from_pretrained`` (None: pass none) for a params value."""
+    if requested == "auto":
+        return family.default_attention
+    if requested not in family.supported_attention:
+        accepted = ", ".join(family.supported_attention) or "none (it uses torch SDPA internally)"
+        raise FamilyError(
+            f"attn_implementation {requested!r} is not supported by family {family.name!r} (accepted: {accepted}); "
+            "set attn_implementation: auto"
+        )
+    return requested
 
 
 def render_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> str:
@@ -163,7 +210,9 @@ def render_conversation(tokenizer: Any, messages: list[dict[str, str]]) -> str:
 
 
 def chat_token_ids(tokenizer: Any, messages: list[dict[str, str]], *, add_generation_prompt: bool = False) -> list[int]:
-    """Token ids of ``messages`` rendered with the chat template (transformers 5 returns an encoding)."""
+    """Token ids of ``messages`` as trained on (the prepared tokenizer's encoder); with
+    ``add_generation_prompt`` the ids to generate from at evaluation. Prefer these ids to tokenizing
+    :func:`render_prompt`'s text: for ChatGLM3 the text does not tokenize to the same ids."""
     encoded = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=add_generation_prompt)
     ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
     return list(ids)

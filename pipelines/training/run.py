@@ -5,6 +5,10 @@ Input: a :class:`TrainConfig` and the dataset folder written by ``make_datasets`
 its chat template, ``README.md`` model card, ``training_summary.json``), optionally ``merged/``.
 Works the same in one process and under ``accelerate launch`` (DeepSpeed / multi-GPU): the
 trainers handle the distribution; only the main process writes cards and merges.
+
+Order matters under DeepSpeed ZeRO-3: the training arguments (which register the DeepSpeed config
+with transformers) are created before any model is loaded, so ``from_pretrained`` runs inside
+``deepspeed.zero.Init`` and every rank holds only its shard.
 """
 
 from __future__ import annotations
@@ -20,15 +24,23 @@ from typing import Any
 from pipelines.models.fingerprint import folder_fingerprint
 from pipelines.training.checkpoints import checkpoint_step, dataset_hash, resolve_resume, run_fingerprint
 from pipelines.training.config import TrainConfig
-from pipelines.training.families import Family, FamilyError, detect_family, prepare_tokenizer, read_model_type
+from pipelines.training.families import FamilyError, detect_family, read_model_type
+from pipelines.training.loading import (
+    TrainingSetupError,
+    check_dataset_tokenizer,
+    check_rows_end_with_stop,
+    deepspeed_state,
+    load_dtype,
+    load_model,
+    load_tokenizer,
+    lora_config,
+    needs_reference_model,
+    qlora_settings,
+)
 from pipelines.training.rows import REQUIRED_COLUMNS
 from pipelines.training.summary import loss_history, write_run_summary
 
 log = logging.getLogger(__name__)
-
-
-class TrainingSetupError(ValueError):
-    """The run cannot start as configured (data, model or hardware); the message says the fix."""
 
 
 def is_main_process() -> bool:
@@ -62,66 +74,6 @@ def load_training_data(cfg: TrainConfig):
     return splits["train"], splits.get("eval")
 
 
-def load_tokenizer(cfg: TrainConfig, family: Family, trust: bool):
-    from transformers import AutoTokenizer
-
-    return prepare_tokenizer(AutoTokenizer.from_pretrained(cfg.model, trust_remote_code=trust), family)
-
-
-def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer):
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    kwargs: dict[str, Any] = {
-        "dtype": getattr(torch, cfg.dtype),
-        "trust_remote_code": trust,
-        "attn_implementation": cfg.attn_implementation,
-    }
-    if cfg.tuning == "qlora":
-        kwargs["quantization_config"] = qlora_quantization(cfg)
-        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    if model.config.pad_token_id is None:
-        model.config.pad_token_id = tokenizer.pad_token_id
-    if cfg.tuning == "qlora":
-        from peft import prepare_model_for_kbit_training
-
-        model = prepare_model_for_kbit_training(model, cfg.schedule.gradient_checkpointing)
-    return model
-
-
-def qlora_quantization(cfg: TrainConfig):
-    """4-bit NF4 quantisation for QLoRA; needs a CUDA GPU and bitsandbytes."""
-    import importlib.util
-
-    import torch
-
-    if not torch.cuda.is_available():
-        raise TrainingSetupError("tuning: qlora needs a CUDA GPU (4-bit bitsandbytes); use tuning: lora on CPU")
-    if importlib.util.find_spec("bitsandbytes") is None:
-        raise TrainingSetupError("tuning: qlora needs bitsandbytes; pip install 'bitsandbytes>=0.45'")
-    from transformers import BitsAndBytesConfig
-
-    return BitsAndBytesConfig(
-        load_in_4bit=True,
-        bnb_4bit_quant_type="nf4",
-        bnb_4bit_use_double_quant=True,
-        bnb_4bit_compute_dtype=torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float16,
-    )
-
-
-def lora_config(cfg: TrainConfig, family: Family):
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=cfg.lora.r,
-        lora_alpha=cfg.lora.alpha,
-        lora_dropout=cfg.lora.dropout,
-        target_modules=list(cfg.lora.target_modules or family.lora_targets),
-        task_type="CAUSAL_LM",
-    )
-
-
 def _cpu_ddp_backend() -> str | None:
     """``gloo`` when several CPU processes were launched (accelerate counts them then); else the default."""
     import torch
@@ -130,8 +82,16 @@ def _cpu_ddp_backend() -> str | None:
     return "gloo" if several and not torch.cuda.is_available() else None
 
 
-def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
-    """SFTConfig or DPOConfig from the run's params."""
+def _cpu_mixed_precision(cfg: TrainConfig) -> bool:
+    """bf16/fp16 on a machine without CUDA and outside DeepSpeed: the Trainer needs ``use_cpu`` for autocast."""
+    import torch
+
+    deepspeed = bool(cfg.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    return cfg.dtype != "float32" and not torch.cuda.is_available() and not deepspeed
+
+
+def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None, has_eval: bool = True):
+    """SFTConfig or DPOConfig from the run's params (no periodic evaluation without an eval split)."""
     from trl import DPOConfig, SFTConfig
 
     s = cfg.schedule
@@ -150,8 +110,8 @@ def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
         gradient_checkpointing=s.gradient_checkpointing,
         optim=s.optim,
         logging_steps=s.logging_steps,
-        eval_strategy="steps" if s.eval_steps else "no",
-        eval_steps=s.eval_steps,
+        eval_strategy="steps" if s.eval_steps and has_eval else "no",
+        eval_steps=s.eval_steps if has_eval else None,
         save_strategy="steps",
         save_steps=s.save_steps,
         save_total_limit=s.save_total_limit,
@@ -164,6 +124,7 @@ def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None):
         run_name=run_name,
         deepspeed=cfg.deepspeed,
         ddp_backend=_cpu_ddp_backend(),
+        use_cpu=_cpu_mixed_precision(cfg),
         disable_tqdm=False,
     )
     if cfg.method == "sft":
@@ -188,9 +149,12 @@ def build_trainer(cfg: TrainConfig, *, report_to: str = "none", run_name: str | 
     trust = family.trust_remote_code if cfg.trust_remote_code is None else cfg.trust_remote_code
     train_data, eval_data = load_training_data(cfg)
     tokenizer = load_tokenizer(cfg, family, trust)
-    model = load_model(cfg.model, cfg, trust, tokenizer)
+    check_dataset_tokenizer(cfg, tokenizer)
+    # before loading: the DeepSpeed config must be registered for zero.Init
+    args = trainer_args(cfg, report_to=report_to, run_name=run_name, has_eval=eval_data is not None)
+    deepspeed, zero3 = deepspeed_state(args)
+    model = load_model(cfg.model, cfg, trust, tokenizer, family=family, deepspeed=deepspeed, zero3=zero3)
     peft_config = lora_config(cfg, family) if cfg.tuning in ("lora", "qlora") else None
-    args = trainer_args(cfg, report_to=report_to, run_name=run_name)
     common = dict(
         model=model,
         args=args,
@@ -204,9 +168,11 @@ def build_trainer(cfg: TrainConfig, *, report_to: str = "none", run_name: str | 
         trainer = SFTTrainer(**common)
     else:
         ref_model = None
-        if cfg.tuning == "full" and (cfg.dpo.reference_model or not cfg.dpo.precompute_ref_log_probs):
-            ref_model = load_model(cfg.dpo.reference_model or cfg.model, cfg, trust, tokenizer)
+        if cfg.tuning == "full" and needs_reference_model(cfg):
+            reference = cfg.dpo.reference_model or cfg.model
+            ref_model = load_model(reference, cfg, trust, tokenizer, family=family, deepspeed=deepspeed, zero3=zero3)
         trainer = DPOTrainer(ref_model=ref_model, **common)
+    check_rows_end_with_stop(trainer, tokenizer, cfg)
     return trainer, family, tokenizer
 
 
@@ -242,7 +208,8 @@ def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | N
     trainer, family, tokenizer = build_trainer(cfg, report_to=report_to, run_name=run_name, callbacks=callbacks)
     model_sha = folder_fingerprint(Path(cfg.model)) if Path(cfg.model).is_dir() else cfg.model
     template_sha = hashlib.sha256(str(tokenizer.chat_template).encode()).hexdigest()
-    fingerprint = run_fingerprint(cfg.model_dump(), data_sha, model_sha, template_sha)
+    world_size = trainer.args.world_size
+    fingerprint = run_fingerprint(cfg.model_dump(), data_sha, model_sha, template_sha, world_size=world_size)
     checkpoint = resolve_resume(cfg.checkpoints_dir, fingerprint, cfg.resume, is_main=trainer.is_world_process_zero())
     resumed_from = checkpoint_step(checkpoint) if checkpoint else 0
     result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -281,4 +248,15 @@ def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | N
     return metrics
 
 
-__all__ = ["FamilyError", "TrainingSetupError", "build_trainer", "merge_adapter", "run_training"]
+__all__ = [
+    "FamilyError",
+    "TrainingSetupError",
+    "build_trainer",
+    "deepspeed_state",
+    "load_dtype",
+    "load_model",
+    "load_tokenizer",
+    "merge_adapter",
+    "qlora_settings",
+    "run_training",
+]

@@ -101,8 +101,11 @@ def _qwen_tokenizer_session():
 
 @pytest.fixture
 def qwen_tokenizer(_qwen_tokenizer_session):
-    """The real Qwen tokenizer (loaded once); template, pad token and padding side restored after each test."""
+    """The real Qwen tokenizer (loaded once); template, pad token, padding side and the instance-level chat
+    encoder / pad shim that ``prepare_tokenizer`` installs are restored after each test."""
     tokenizer = _qwen_tokenizer_session
     saved = (tokenizer.chat_template, tokenizer.pad_token, tokenizer.padding_side)
     yield tokenizer
     tokenizer.chat_template, tokenizer.pad_token, tokenizer.padding_side = saved
+    for name in ("apply_chat_template", "_edumas_original_apply_chat_template", "_pad"):
+        tokenizer.__dict__.pop(name, None)

@@ -1,0 +1,185 @@
+"""Loading for a training run: tokenizer (with the dataset check), model weights (dtype, attention,
+QLoRA, ZeRO-3 order), LoRA settings, the DPO reference decision and the end-of-answer check.
+
+Inputs: a :class:`TrainConfig` and its family; outputs: the objects ``build_trainer`` hands to trl.
+Each raises :class:`TrainingSetupError` with the fix when the run cannot start as configured.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from pipelines.training.chat_encoding import install_remote_code_shims, stop_token_ids, tokenizer_fingerprint
+from pipelines.training.config import TrainConfig
+from pipelines.training.families import Family, attention_implementation, model_stop_ids, prepare_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+class TrainingSetupError(ValueError):
+    """The run cannot start as configured (data, model or hardware); the message says the fix."""
+
+
+def load_tokenizer(cfg: TrainConfig, family: Family, trust: bool):
+    from transformers import AutoTokenizer
+
+    install_remote_code_shims()
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model, trust_remote_code=trust)
+    return prepare_tokenizer(tokenizer, family, stop_ids=model_stop_ids(cfg.model))
+
+
+def check_dataset_tokenizer(cfg: TrainConfig, tokenizer) -> None:
+    """Refuse a dataset whose length filter used another tokenizer than ``cfg.model``'s (data card)."""
+    card_path = Path(cfg.data_card) if cfg.data_card else None
+    if card_path is None or not card_path.exists():
+        log.warning("no data card at %s: cannot check which tokenizer filtered %s", card_path, cfg.dataset)
+        return
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    recorded = card.get("tokenizer_sha256")
+    if recorded is None:
+        log.warning("data card %s predates tokenizer fingerprints; rerun make_datasets to have it checked", card_path)
+    elif recorded != tokenizer_fingerprint(tokenizer):
+        raise TrainingSetupError(
+            f"{cfg.dataset} was length-filtered with the tokenizer of {card.get('tokenizer')} (family "
+            f"{card.get('family')}), not with train.model {cfg.model}'s: its token counts do not hold for this model. "
+            f"Set make_datasets.tokenizer: {cfg.model} and rerun make_datasets"
+        )
+
+
+def deepspeed_state(args) -> tuple[bool, bool]:
+    """(DeepSpeed on, ZeRO-3 on) for training arguments already created (params or ``accelerate launch``)."""
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    enabled = bool(getattr(args, "deepspeed", None) or getattr(args, "deepspeed_plugin", None))
+    return enabled, enabled and is_deepspeed_zero3_enabled()
+
+
+def load_dtype(cfg: TrainConfig, *, deepspeed: bool) -> str:
+    """The dtype weights are loaded in. Full tuning in bf16/fp16 outside DeepSpeed loads fp32 weights and
+    trains in mixed precision (``bf16``/``fp16`` autocast): pure bf16 weights would round a 5e-7 update
+    away. DeepSpeed keeps fp32 master weights itself, and frozen LoRA bases stay in ``cfg.dtype``."""
+    if cfg.tuning == "full" and cfg.dtype != "float32" and not deepspeed:
+        return "float32"
+    return cfg.dtype
+
+
+def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer, *, family: Family, deepspeed=False, zero3=False):
+    """Load a model for training; call it only after :func:`trainer_args` (ZeRO-3 partitions while loading)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, load_dtype(cfg, deepspeed=deepspeed)), "trust_remote_code": trust}
+    attention = attention_implementation(cfg.attn_implementation, family)
+    if attention is not None:
+        kwargs["attn_implementation"] = attention
+    if cfg.tuning == "qlora":
+        from transformers import BitsAndBytesConfig
+
+        require_qlora_support()
+        kwargs["quantization_config"] = BitsAndBytesConfig(**qlora_settings(cfg, zero3=zero3))
+        if not zero3:  # ZeRO-3 places (and shards) the weights itself; a device_map conflicts with zero.Init
+            kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    if cfg.tuning == "qlora":
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, cfg.schedule.gradient_checkpointing)
+    return model
+
+
+def require_qlora_support() -> None:
+    """QLoRA needs a CUDA GPU and bitsandbytes; raise a clear error otherwise."""
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise TrainingSetupError("tuning: qlora needs a CUDA GPU (4-bit bitsandbytes); use tuning: lora on CPU")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise TrainingSetupError("tuning: qlora needs bitsandbytes; pip install 'bitsandbytes>=0.45'")
+
+
+def qlora_settings(cfg: TrainConfig, *, zero3: bool) -> dict[str, Any]:
+    """``BitsAndBytesConfig`` arguments: 4-bit NF4, double quantisation, compute in the run's dtype.
+
+    Under ZeRO-3 the 4-bit weights are stored in the compute dtype (``bnb_4bit_quant_storage``) so
+    DeepSpeed can shard them like the other parameters (transformers' DeepSpeed + QLoRA recipe).
+    """
+    import torch
+
+    compute = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float16
+    settings: dict[str, Any] = {
+        "load_in_4bit": True,
+        "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True,
+        "bnb_4bit_compute_dtype": compute,
+    }
+    if zero3:
+        settings["bnb_4bit_quant_storage"] = compute
+    return settings
+
+
+def lora_config(cfg: TrainConfig, family: Family):
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=list(cfg.lora.target_modules or family.lora_targets),
+        task_type="CAUSAL_LM",
+    )
+
+
+def needs_reference_model(cfg: TrainConfig) -> bool:
+    """Full-tuning DPO loads a reference model unless its log-probs are precomputed from the base itself.
+
+    trl keeps a passed ``ref_model`` for the whole run even with ``precompute_ref_log_probs``; without
+    one it precomputes with the untrained policy, which is the base model.
+    """
+    reference = cfg.dpo.reference_model
+    same_as_base = reference is None or Path(reference).resolve() == Path(cfg.model).resolve()
+    return not (cfg.dpo.precompute_ref_log_probs and same_as_base)
+
+
+def check_rows_end_with_stop(trainer, tokenizer, cfg: TrainConfig) -> None:
+    """Every trained answer must end with a stop token, or the model never learns to stop.
+
+    Checks the tokenized training rows (SFT: the last label; DPO: the chosen and rejected ids) after
+    trl's truncation to ``max_length``; template whitespace after the stop token is allowed.
+    """
+    stops = stop_token_ids(tokenizer, {"eos": model_stop_ids(cfg.model)})
+
+    def ends_with_stop(ids: list[int]) -> bool:
+        for token in reversed(ids):
+            if token in stops:
+                return True
+            if tokenizer.decode([token]).strip():
+                return False
+        return False
+
+    bad = 0
+    for row in trainer.train_dataset:
+        if cfg.method == "sft":
+            if "labels" in row:
+                trained = [t for t in row["labels"] if t != -100]
+            else:
+                mask = row.get("completion_mask") or [1] * len(row["input_ids"])
+                trained = [t for t, keep in zip(row["input_ids"], mask, strict=True) if keep]
+            bad += not ends_with_stop(trained)
+        else:
+            for side in ("chosen_ids", "rejected_ids"):
+                too_long = len(row["prompt_ids"]) + len(row[side]) > cfg.max_length
+                bad += too_long or not ends_with_stop(row[side])
+    if bad:
+        raise TrainingSetupError(
+            f"{bad} training answer(s) in {cfg.dataset} do not end with a stop token {sorted(stops)} (cut by "
+            f"max_length {cfg.max_length}, or a chat template without EOS): set make_datasets.max_length to at "
+            "most train.max_length and rerun make_datasets"
+        )
