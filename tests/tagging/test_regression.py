@@ -1,10 +1,13 @@
 """Tagging in ``text`` mode on scripted replies gives exactly the predictions, metrics and SFT
 rows that the code gave before the generation harness (``regression/expected.json``, recorded by
 ``regression/record.py`` from that code). Metrics keys added since are allowed; every recorded
-value must be equal."""
+value must be equal (floats to 1e-12: scikit-learn computes F1 as 2tp / (2tp + fp + fn), which can
+differ from the old 2pr / (p + r) in the last bit)."""
 
 import json
 from pathlib import Path
+
+import pytest
 
 from pipelines.llm.client import LLMRuntime
 from pipelines.tagging.config import TaggingConfig
@@ -18,6 +21,8 @@ def assert_recorded_values_equal(expected, actual, path="metrics"):
         for key, value in expected.items():
             assert key in actual, f"{path}.{key} is missing"
             assert_recorded_values_equal(value, actual[key], f"{path}.{key}")
+    elif isinstance(expected, float):
+        assert actual == pytest.approx(expected, rel=1e-12, abs=1e-15), path
     else:
         assert actual == expected, path
 

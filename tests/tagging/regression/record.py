@@ -1,4 +1,5 @@
-"""Record ``expected.json`` (run once, before the harness move, then never again):
+"""Record ``expected.json``. It was run once, on the code before the harness move (commit 7f5e3fd);
+running it again on later code would only re-record that code's outputs:
 
     PYTHONPATH=$PWD python -m tests.tagging.regression.record
 """

@@ -58,9 +58,13 @@ def config_data(tmp_path: Path) -> dict:
         "data": {"path": str(ROOT / "data/tagging/demo.jsonl"), "limit": 24, "seed": 3},
         "demos": {"pool_per_concept": 3, "k": 2},
         "systems": ["team", "single_llm"],
+        "output_mode": "text",
         "concurrency": 4,
         "progress": False,
-        "llm": {"default": {"kind": "scripted", "replies": "unused.jsonl", "model": "scripted-regression"}, "cache": None},
+        "llm": {
+            "default": {"kind": "scripted", "replies": "unused.jsonl", "model": "scripted-regression"},
+            "cache": None,
+        },
         "team": {"failure_policy": "semantic", "max_attempts": 2, "max_constraints": 2},
         "outputs": {
             "generated_dir": str(tmp_path / "generated"),
