@@ -136,8 +136,9 @@ class Agent(Generic[T]):
     ``role`` selects the LLM in :meth:`LLMRuntime.for_role` (defaults to ``name``). ``output`` (a
     pydantic model class) declares the typed result for ``json`` mode; ``from_output(model)`` (else
     ``model.to_result()`` when defined, else the model itself) maps a validated reply to ``T``.
-    ``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed`` and ``n`` override the role's sampling (``llm.sampling``
-    overlaid by ``llm.roles.<role>.sampling``) for this agent; None keeps the role's value.
+    ``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed`` and ``n`` override the role's
+    sampling (``llm.sampling`` overlaid by ``llm.roles.<role>.sampling``) for this agent; None keeps
+    the role's value.
     ``retry_temperature`` is used for re-asks when the first call was greedy.
     """
 
@@ -185,7 +186,8 @@ class Agent(Generic[T]):
                 self.json_schema = output.model_json_schema()
                 json.dumps(self.json_schema)
             except Exception as exc:  # pydantic cannot express a field type as JSON schema
-                raise AgentSchemaError(f"agent {name!r}: output model {output.__name__} has no JSON schema: {exc}") from exc
+                why = f"agent {name!r}: output model {output.__name__} has no JSON schema: {exc}"
+                raise AgentSchemaError(why) from exc
 
     @property
     def max_tokens(self) -> int | None:

@@ -37,14 +37,14 @@ class Program:
 
 
 class ArgumentOutput(BaseModel):
-    name: str = Field(min_length=1, max_length=40)
+    name: str = Field(min_length=1, max_length=30)
     value: float | list[float]
 
 
 class ArgsOutput(BaseModel):
     """JSON-mode reply of the argument extractor."""
 
-    arguments: list[ArgumentOutput] = Field(min_length=1, max_length=8)
+    arguments: list[ArgumentOutput] = Field(min_length=1, max_length=4)
 
     def to_result(self) -> NumericArgs:
         return numeric_args(
@@ -58,7 +58,7 @@ class ArgsOutput(BaseModel):
 class ProgramOutput(BaseModel):
     """JSON-mode reply of the program writer."""
 
-    code: str = Field(min_length=1, max_length=400)
+    code: str = Field(min_length=1, max_length=200)
 
     def to_result(self) -> Program:
         return checked_program(self.code)

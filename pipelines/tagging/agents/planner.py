@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from pipelines.agents import Agent, ParseError
 
@@ -44,7 +44,7 @@ class Plan:
 
 class ConstraintOutput(BaseModel):
     kind: Literal["semantic", "numerical"]
-    text: str = Field(min_length=4, max_length=200)
+    text: str = Field(min_length=4, max_length=120)
 
 
 class PlanOutput(BaseModel):
@@ -76,12 +76,20 @@ def plan_from_output(output: PlanOutput, max_constraints: int = 6) -> Plan:
     return _plan([(c.kind, c.text) for c in output.constraints], max_constraints)
 
 
+def plan_output(max_constraints: int = 6) -> type[PlanOutput]:
+    """:class:`PlanOutput` whose schema allows at most ``max_constraints`` sub-constraints."""
+    if max_constraints == 6:
+        return PlanOutput
+    bounded = Field(min_length=1, max_length=max_constraints)
+    return create_model("PlanOutput", __base__=PlanOutput, constraints=(list[ConstraintOutput], bounded))
+
+
 def make_planner(max_constraints: int = 6, **options) -> Agent[Plan]:
     return Agent(
         "planner",
         Path(__file__).parent,
         lambda text: parse_plan(text, max_constraints),
-        output=PlanOutput,
+        output=plan_output(max_constraints),
         from_output=lambda output: plan_from_output(output, max_constraints),
         **options,
     )

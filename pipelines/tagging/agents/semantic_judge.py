@@ -26,7 +26,7 @@ class Judgment:
 class JudgmentOutput(BaseModel):
     """JSON-mode reply of a judge: reasoning first, then the answer."""
 
-    reasoning: str = Field(max_length=400)
+    reasoning: str = Field(max_length=160)
     answer: Literal["Yes", "No"]
 
     def to_result(self) -> Judgment:

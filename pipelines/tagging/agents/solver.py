@@ -27,8 +27,8 @@ class Solution:
 class SolutionOutput(BaseModel):
     """JSON-mode reply of the solver."""
 
-    reasoning: str = Field(max_length=400)
-    final_answer: str = Field(min_length=1, max_length=60)
+    reasoning: str = Field(max_length=200)
+    final_answer: str = Field(min_length=1, max_length=40)
 
     def to_result(self) -> Solution:
         answer = self.final_answer.strip()
