@@ -164,4 +164,5 @@ class RetrievalConfig(StrictModel):
     rewrite_language: Literal["auto", "en", "zh"] = "auto"
     rewrite_max_tokens: int = Field(96, ge=8)
     rewrite_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    rewrite_output_mode: Literal["text", "json"] = "text"
     rerank: RerankConfig = RerankConfig()

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from pipelines.agents.agent import Agent, AgentRecord, ParseError
 from pipelines.llm.types import Message
 from pipelines.retrieval.loaders import detect_language
@@ -94,6 +96,17 @@ def parse_rewrite_reply(reply: str, n: int) -> list[str]:
     return rewrites
 
 
+class RewritesOutput(BaseModel):
+    """The rewriter's reply in ``json`` mode: ``{"rewrites": ["...", "..."]}``."""
+
+    rewrites: list[str] = Field(min_length=1, max_length=8)
+
+
+def rewrites_from_output(value: RewritesOutput, n: int) -> list[str]:
+    """The json-mode reply cleaned and deduplicated like a free-text one; none usable: ParseError."""
+    return parse_rewrite_reply(json.dumps({"rewrites": value.rewrites}, ensure_ascii=False), n)
+
+
 @dataclass
 class RewriteOutcome:
     """The rewrites (the original query and its copies removed) and the agent's record (None when n = 0)."""
@@ -117,9 +130,11 @@ class QueryRewriter:
         temperature: float | None = 0,
         max_attempts: int = 2,
         retry_temperature: float = 0.7,
+        output_mode: str = "text",
     ):
         self.n = n
         self.language = language
+        self.output_mode = output_mode
         self.llm = llm
         if temperature is not None and getattr(llm, "default_params", None) is not None:
             self.llm = copy.copy(llm)  # same backend, cache and accounting; the rewriter's sampling
@@ -129,6 +144,8 @@ class QueryRewriter:
             PROMPTS,
             partial(parse_rewrite_reply, n=n),
             role=AGENT,
+            output=RewritesOutput,
+            from_output=partial(rewrites_from_output, n=n),
             max_attempts=max_attempts,
             max_tokens=max_tokens,
             retry_temperature=retry_temperature,
@@ -140,7 +157,7 @@ class QueryRewriter:
         if self.n == 0:
             return RewriteOutcome([])
         variables = {"query": query.strip(), "n": self.n, "language": _language(query, self.language)}
-        record = await self.agent.run(self.llm, variables, sample_index=sample_index)
+        record = await self.agent.run(self.llm, variables, sample_index=sample_index, mode=self.output_mode)
         seen = query.strip().lower()
         rewrites = [r for r in (record.parsed or []) if r.lower() != seen] if record.ok else []
         if not rewrites:

@@ -43,6 +43,7 @@ def open_retriever(
             language=retrieval_cfg.rewrite_language,
             max_tokens=retrieval_cfg.rewrite_max_tokens,
             temperature=retrieval_cfg.rewrite_temperature,
+            output_mode=retrieval_cfg.rewrite_output_mode,
         )
     reranker = CrossEncoderReranker(retrieval_cfg.rerank) if retrieval_cfg.rerank.enabled else None
     return Retriever(

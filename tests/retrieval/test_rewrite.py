@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.agents.agent import ParseError
 from pipelines.llm.cache import RequestCache
 from pipelines.llm.client import LLM
 from pipelines.llm.scripted import ScriptedBackend
@@ -47,11 +48,20 @@ def test_shared_instructions_are_byte_identical_across_queries_and_json_mode_nam
     first, second = render_rewrite_prompt("q one", 2), render_rewrite_prompt("another query", 2)
     assert first[0] == second[0] and first[1] != second[1]
     agent = QueryRewriter(LLM(ScriptedBackend([])), 2).agent
-    json_mode = agent.render("en", query="q", n=2, output_mode="json", output_schema='{"type": "object"}')
-    assert (
-        json_mode[0]["content"]
-        == SYSTEM_EN + 'Reply with JSON matching this schema, with exactly 2 rewrites:\n{"type": "object"}'
+    json_mode = agent.render("en", query="q", n=2, output_mode="json")
+    assert json_mode[0]["content"] == (
+        SYSTEM_EN + "Reply with JSON matching this schema, with exactly 2 rewrites:\n" + agent.output_schema_text()
     )
+    assert agent.json_schema["properties"]["rewrites"]["type"] == "array"
+
+
+def test_json_mode_reply_is_validated_and_cleaned_like_free_text():
+    agent = QueryRewriter(LLM(ScriptedBackend([])), 2).agent
+    reply = '{"rewrites": ["1. Ways to encourage learners", "ways to encourage learners", "Boosting drive", "x"]}'
+    assert agent.parse(reply, "json") == ["Ways to encourage learners", "Boosting drive"]
+    for bad in ('{"rewrites": []}', '{"queries": ["a"]}', "not json", '{"rewrites": ["!!!", "123"]}'):
+        with pytest.raises(ParseError):
+            agent.parse(bad, "json")
 
 
 def test_parse_clean_noisy_empty_garbage():
