@@ -1,0 +1,95 @@
+"""Pairwise HTS judge: (dimension, topic, student answer, reply A, reply B) -> which reply is better.
+
+The system block holds the RAM2C paper's Table 5 criteria for all three dimensions and the reply
+format, so it is byte-identical across items and dimensions (prefix caching); the user block names
+the dimension to judge and the item. Two reply forms are accepted by one parser:
+
+- free text: reasoning, then a last line ``Verdict: A`` / ``Verdict: B`` / ``Verdict: equal``
+  (also ``<A>``, ``<B>``, ``<equal>``, and the Chinese ``结论：A`` / ``结论：相同``);
+- JSON: ``{"reasoning": "...", "verdict": "A" | "B" | "equal"}`` (fenced or bare), the form a
+  schema-constrained backend returns (:class:`PairwiseOutput` is that schema).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from pipelines.agents import Agent, ParseError
+
+try:  # the harness moves the generic parsers to pipelines.agents.parsing
+    from pipelines.agents.parsing import json_object
+except ImportError:  # pragma: no cover - before that merge
+    from pipelines.tagging.parsing import json_object
+
+Choice = Literal["A", "B", "equal"]
+EQUAL_WORDS = {"equal", "tie", "same", "draw", "相同", "持平", "一样", "平局", "相当"}
+WORD = r"(A|B|equal|tie|same|draw|相同|持平|一样|平局|相当)"
+TAG = re.compile(rf"<\s*{WORD}\s*>", re.I)
+LINE = re.compile(
+    rf"(?:verdict|answer|better|结论|判断|答案)\s*[:：]\s*[*_`\"'\s]*(?:reply\s*|回复\s*)?{WORD}(?![A-Za-z])", re.I
+)
+
+
+class PairwiseOutput(BaseModel):
+    """The JSON reply schema (json output mode)."""
+
+    reasoning: str
+    verdict: Choice
+
+
+@dataclass
+class PairVerdict:
+    """Which reply the judge preferred (``A``, ``B`` or ``equal``) and why."""
+
+    choice: Choice
+    reasoning: str
+
+
+def normalise_choice(value: Any) -> Choice:
+    """``"a"``, ``"Reply B"``, ``"tie"``, ``"相同"`` ... -> ``A`` / ``B`` / ``equal``; ParseError otherwise."""
+    text = str(value).strip().strip("*_`\"'.。 ").lower()
+    text = re.sub(r"^(reply|response|回复)\s*", "", text)
+    if text in ("a", "b"):
+        return text.upper()  # type: ignore[return-value]
+    if text in EQUAL_WORDS:
+        return "equal"
+    raise ParseError(f"verdict {value!r} is not A, B or equal")
+
+
+def parse_pairwise(text: str) -> PairVerdict:
+    """A reply in either form (see the module docstring) -> :class:`PairVerdict`."""
+    if "{" in text and "verdict" in text:
+        try:
+            data = json_object(text)
+        except ParseError:
+            data = None
+        if data is not None and "verdict" in data:
+            return PairVerdict(normalise_choice(data["verdict"]), str(data.get("reasoning", "")).strip())
+    matches = list(LINE.finditer(text)) or list(TAG.finditer(text))
+    if not matches:
+        raise ParseError("no verdict found; expected a last line 'Verdict: A', 'Verdict: B' or 'Verdict: equal'")
+    last = matches[-1]
+    return PairVerdict(normalise_choice(last.group(1)), text[: last.start()].strip())
+
+
+def from_output(output: PairwiseOutput) -> PairVerdict:
+    """The typed JSON reply mapped to the same result as the text parser."""
+    return PairVerdict(output.verdict, output.reasoning.strip())
+
+
+def make_pairwise_judge(**options: Any) -> Agent[PairVerdict]:
+    """The judge agent (role ``hts_judge``); ``options`` go to :class:`Agent` (max_attempts, ...).
+
+    Where the harness's Agent takes a typed ``output`` model, :class:`PairwiseOutput` is passed so
+    the json mode constrains replies to its schema.
+    """
+    options.setdefault("role", "hts_judge")
+    if "output" in inspect.signature(Agent.__init__).parameters:
+        options.setdefault("output", PairwiseOutput)
+    return Agent("pairwise_judge", Path(__file__).parent, parse_pairwise, **options)
