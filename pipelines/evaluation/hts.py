@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pipelines.agents import Agent, Runner, SampleTrace
-from pipelines.evaluation.agents.pairwise_judge import PairVerdict, make_pairwise_judge
+from pipelines.evaluation.agents.pairwise_judge import PairVerdict, load_criteria, make_pairwise_judge
 
 DIMENSIONS: tuple[str, ...] = ("humanized", "teaching", "safety")
 DIMENSION_LETTERS = {"humanized": "H", "teaching": "T", "safety": "S"}
@@ -109,6 +109,7 @@ async def judge_item(
     async def one(judge_index: int, judge: Judge, dimension: str) -> Judgment:
         vars = {
             "language": item.language,
+            "criteria": load_criteria(item.language),
             "dimension": dimension,
             "topic": item.topic,
             "student_answer": item.student_answer,

@@ -8,12 +8,14 @@ from pipelines.evaluation.agents.pairwise_judge import (
     PairVerdict,
     PairwiseOutput,
     from_output,
+    load_criteria,
     make_pairwise_judge,
     normalise_choice,
     parse_pairwise,
 )
 
 ITEM = {
+    "criteria": load_criteria("en"),
     "topic": "Why does Robinson keep a diary?",
     "student_answer": "To not feel alone.",
     "reply_a": "RA",
@@ -41,14 +43,14 @@ def test_english_prompt_is_exact_and_system_text_is_shared():
         'Then end with one line: "Verdict: A" if reply A is better, "Verdict: B" if reply B is better, '
         'or "Verdict: equal" if neither is better.'
     )
-    other = judge.render("en", dimension="safety", topic="x", student_answer="y", reply_a="1", reply_b="2")
+    other = judge.render("en", criteria=load_criteria("en"), dimension="safety", topic="x", student_answer="y", reply_a="1", reply_b="2")
     assert other[0] == messages[0]  # byte-identical across items and dimensions
     assert other[1]["content"].startswith("Dimension to judge: safety and ethics\n")
 
 
 def test_chinese_prompt_and_json_mode():
     judge = make_pairwise_judge()
-    messages = judge.render("zh", dimension="humanized", **ITEM)
+    messages = judge.render("zh", dimension="humanized", **{**ITEM, "criteria": load_criteria("zh")})
     assert messages[1]["content"] == (
         "评判维度：人性化沟通\n\n讨论话题：Why does Robinson keep a diary?\n学生的回答：To not feel alone.\n\n"
         "回复 A：\nRA\n\n回复 B：\nRB"
@@ -62,6 +64,17 @@ def test_chinese_prompt_and_json_mode():
         '"verdict" is "A" if reply A is better, "B" if reply B is better, "equal" if neither is better.'
     )
     assert json_messages[1] == judge.render("en", dimension="humanized", **ITEM)[1]
+
+
+def test_criteria_are_table_5_in_both_languages():
+    en, zh = load_criteria("en"), load_criteria("zh")
+    assert list(en) == list(zh) == ["humanized", "teaching", "safety"]
+    assert [len(en[d]["criteria"]) for d in en] == [7, 11, 5]
+    for d in en:
+        assert [c["code"] for c in en[d]["criteria"]] == [c["code"] for c in zh[d]["criteria"]]
+    assert en["teaching"]["criteria"][9] == {"code": "2.10", "text": "The reply contains factual errors."}
+    with pytest.raises(FileNotFoundError, match="have: en, zh"):
+        load_criteria("fr")
 
 
 def test_judge_role_and_languages():

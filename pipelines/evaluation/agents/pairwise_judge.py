@@ -1,7 +1,8 @@
 """Pairwise HTS judge: (dimension, topic, student answer, reply A, reply B) -> which reply is better.
 
-The system block holds the RAM2C paper's Table 5 criteria for all three dimensions and the reply
-format, so it is byte-identical across items and dimensions (prefix caching); the user block names
+The system block holds the RAM2C paper's Table 5 criteria for all three dimensions (data:
+``pipelines/evaluation/criteria.<lang>.json``, the same text the human rating form shows; pass it
+as the ``criteria`` variable, see :func:`load_criteria`) and the reply format, so it is byte-identical across items and dimensions (prefix caching); the user block names
 the dimension to judge and the item. Two reply forms are accepted by one parser:
 
 - free text: reasoning, then a last line ``Verdict: A`` / ``Verdict: B`` / ``Verdict: equal``
@@ -13,8 +14,10 @@ the dimension to judge and the item. Two reply forms are accepted by one parser:
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +37,20 @@ TAG = re.compile(rf"<\s*{WORD}\s*>", re.I)
 LINE = re.compile(
     rf"(?:verdict|answer|better|结论|判断|答案)\s*[:：]\s*[*_`\"'\s]*(?:reply\s*|回复\s*)?{WORD}(?![A-Za-z])", re.I
 )
+
+
+CRITERIA_DIR = Path(__file__).parent.parent
+
+
+@lru_cache(maxsize=8)
+def load_criteria(language: str) -> dict[str, Any]:
+    """``{dimension: {"label", "heading", "criteria": [{"code", "text"}...]}}`` in ``language``
+    (the RAM2C paper's Table 5); FileNotFoundError names the languages there are."""
+    path = CRITERIA_DIR / f"criteria.{language}.json"
+    if not path.exists():
+        have = sorted(p.name.split(".")[1] for p in CRITERIA_DIR.glob("criteria.*.json"))
+        raise FileNotFoundError(f"{path}: no HTS criteria in language {language!r} (have: {', '.join(have)})")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 class PairwiseOutput(BaseModel):
