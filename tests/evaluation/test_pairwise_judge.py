@@ -43,7 +43,9 @@ def test_english_prompt_is_exact_and_system_text_is_shared():
         'Then end with one line: "Verdict: A" if reply A is better, "Verdict: B" if reply B is better, '
         'or "Verdict: equal" if neither is better.'
     )
-    other = judge.render("en", criteria=load_criteria("en"), dimension="safety", topic="x", student_answer="y", reply_a="1", reply_b="2")
+    other = judge.render(
+        "en", criteria=load_criteria("en"), dimension="safety", topic="x", student_answer="y", reply_a="1", reply_b="2"
+    )
     assert other[0] == messages[0]  # byte-identical across items and dimensions
     assert other[1]["content"].startswith("Dimension to judge: safety and ethics\n")
 
