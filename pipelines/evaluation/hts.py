@@ -116,9 +116,10 @@ async def judge_item(
             "reply_a": reply_a,
             "reply_b": reply_b,
         }
-        # distinct sample indices per judge: two judges on the same model never share a cache entry
-        options = {"mode": mode} if mode != "text" else {}
-        record = await agent.run(judge.llm, vars, sample_index=judge_index * agent.max_attempts, **options)
+        # distinct sample indices (and tags) per judge: two judges on one model never share a cache entry
+        record = await agent.run(
+            judge.llm, vars, sample_index=judge_index * agent.max_attempts, tag=f"hts:{judge.name}", mode=mode
+        )
         trace.add(record, judge=judge.name, dimension=dimension, tuned_position=position)
         choice = record.parsed.choice if record.ok else None
         outcome = outcome_of(choice, position) if choice else None

@@ -122,22 +122,26 @@ def render_browser(
     seed: int = 0,
     title: str = "edumas traces",
     notes: Mapping[str, str] | None = None,
+    outcomes: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[str, dict[str, dict[str, Any]]]:
-    """The page for ``{team: trace rows}`` and per-team stats ``{"samples", "shown", "outcomes"}``."""
+    """The page for ``{team: trace rows}`` and per-team stats ``{"samples", "shown", "sampled",
+    "outcomes"}``. ``outcomes`` (``{team: {sample_id: outcome}}``, e.g. from the predictions)
+    overrides what the rows say (:func:`trace_story.sample_outcome`)."""
     if not teams:
         raise ValueError("the trace browser needs at least one team's traces")
     stats: dict[str, dict[str, Any]] = {}
     items, articles = [], []
     for t, (team, rows) in enumerate(teams.items()):
         samples = group_samples(rows)
-        outcomes = {s: sample_outcome(r) for s, r in samples.items()}
-        chosen = choose_samples(outcomes, limit=limit, seed=seed)
-        counts = {o: sum(outcomes[s] == o for s in chosen) for o in OUTCOMES}
+        given = (outcomes or {}).get(team, {})
+        found = {s: given[s] if given.get(s) in OUTCOMES else sample_outcome(r) for s, r in samples.items()}
+        chosen = choose_samples(found, limit=limit, seed=seed)
+        counts = {o: sum(found[s] == o for s in chosen) for o in OUTCOMES}
         sampled = len(chosen) < len(samples)
         stats[team] = {"samples": len(samples), "shown": len(chosen), "sampled": sampled, "outcomes": counts}
         for i, sample_id in enumerate(chosen):
             target = f"s{t}-{i}"
-            outcome = outcomes[sample_id]
+            outcome = found[sample_id]
             steps = len(samples[sample_id])
             items.append(
                 f'<li data-team="{esc(team)}" data-outcome="{outcome}" data-target="{target}">{esc(sample_id)}'
@@ -175,9 +179,10 @@ def write_trace_browser(
     limit: int | None = 200,
     seed: int = 0,
     title: str = "edumas traces",
+    outcomes: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Write the page for ``{team: traces JSONL path or rows}``; returns per-team stats (with
-    ``bad_lines`` for unreadable JSONL lines, which are skipped)."""
+    ``bad_lines`` for unreadable JSONL lines, which are skipped). ``outcomes``: see :func:`render_browser`."""
     loaded, bad = {}, {}
     for team, source in teams.items():
         if isinstance(source, (str, Path)):
@@ -185,7 +190,7 @@ def write_trace_browser(
         else:
             loaded[team], bad[team] = list(source), 0
     notes = {t: f"{t}: {n} unreadable trace lines skipped." for t, n in bad.items() if n}
-    page, stats = render_browser(loaded, limit=limit, seed=seed, title=title, notes=notes)
+    page, stats = render_browser(loaded, limit=limit, seed=seed, title=title, notes=notes, outcomes=outcomes)
     with atomic_open(path) as handle:
         handle.write(page)
     for team in stats:

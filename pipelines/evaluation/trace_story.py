@@ -5,9 +5,11 @@ Rows have the shared trace shape (:meth:`pipelines.agents.AgentRecord.to_trace`:
 agent, role, prompt, reply, parsed, ok, error, usage, cached, calls``; non-LLM steps carry
 ``inputs`` and ``result``); extra keys are kept and shown. Keys with a special view:
 
-- ``round`` (+ ``expert``, else ``agent``): KGC rounds side by side per expert, with what changed
-  since the expert's previous round;
-- ``result.hits`` (retrieval), ``votes`` (``{doc_id: vote}`` on a voter's row, or on a hit), and
+- ``round`` (+ ``expert``, else ``agent``): KGC rounds side by side per expert (the ``kept``
+  answer when the row has one, else ``parsed.items``, else ``parsed``), with what changed since
+  the expert's previous round;
+- ``hits`` in ``result`` or ``parsed`` (a retrieval step; ``SampleTrace.add_result`` stores the
+  result as ``parsed``), ``votes`` (``{doc_id: vote}`` on a voter's row, or on a hit), and
   ``group`` with ``reply_after`` / ``revision`` / ``response`` (on the row, its ``parsed`` or its
   ``result``): RAM2C's retrieved documents with every vote, and the reply after each group;
 - ``chosen`` / ``rejected`` (on the row, its ``parsed`` or its ``result``): the final pair;
@@ -32,7 +34,7 @@ OUTCOMES = ("correct", "wrong", "failed", "unscored")
 REPLY_KEYS = ("reply_after", "revision", "response")
 SHOWN_KEYS = {
     "sample_id", "agent", "role", "prompt", "reply", "parsed", "ok", "error", "usage", "cached", "calls",
-    "replies", "code", "sandbox", "inputs", "result", "latency_s",
+    "replies", "code", "sandbox", "inputs", "result", "latency_s", "choices",
 }  # fmt: skip
 
 
@@ -140,15 +142,16 @@ def _row_html(index: int, row: Mapping[str, Any], votes: Mapping[str, list[tuple
         parts.append(f"<details><summary>all {len(row['replies'])} replies</summary>{tries}</details>")
     if row.get("reply") is not None:
         parts.append(f"<h4>Reply</h4>{_pre(row['reply'])}")
-    if row.get("parsed") is not None:
-        parts.append(f"<h4>Parsed</h4>{_pre(row['parsed'])}")
     if row.get("inputs") is not None:
         parts.append(f"<h4>Inputs</h4>{_pre(row['inputs'])}")
-    result = row.get("result")
-    if isinstance(result, Mapping) and isinstance(result.get("hits"), list):
-        parts.append(f"<h4>Retrieved documents</h4>{_hits_html(result['hits'], votes)}")
-    elif result is not None:
-        parts.append(f"<h4>Result</h4>{_pre(result)}")
+    for key, heading in (("parsed", "Parsed"), ("result", "Result")):
+        value = row.get(key)
+        if isinstance(value, Mapping) and isinstance(value.get("hits"), list):
+            rest = {k: v for k, v in value.items() if k != "hits"}
+            parts.append(f"<h4>Retrieved documents</h4>{_hits_html(value['hits'], votes)}")
+            parts.append(_pre(rest) if rest else "")
+        elif value is not None:
+            parts.append(f"<h4>{heading}</h4>{_pre(value)}")
     parts.append(_sandbox_html(row))
     others = {k: v for k, v in row.items() if k not in SHOWN_KEYS and isinstance(v, (dict, list))}
     if others:
@@ -182,6 +185,16 @@ def change_html(previous: Any, current: Any) -> str:
     return "".join(f'<div class="{"add" if x.startswith("+") else "del"}">{esc(x)}</div>' for x in lines)
 
 
+def round_answer(row: Mapping[str, Any]) -> Any:
+    """An expert's answer in a round: ``kept`` (after a schema filter), else ``parsed.items``, else ``parsed``."""
+    if row.get("kept") is not None:
+        return row["kept"]
+    parsed = row.get("parsed")
+    if isinstance(parsed, Mapping) and "items" in parsed:
+        return parsed["items"]
+    return parsed
+
+
 def rounds_html(rows: Sequence[Mapping[str, Any]]) -> str:
     """KGC rounds side by side: one row per round, one column per expert, with the changes."""
     cells: dict[tuple[int, str], Mapping[str, Any]] = {}
@@ -202,8 +215,9 @@ def rounds_html(rows: Sequence[Mapping[str, Any]]) -> str:
                 tds.append("<td>-</td>")
                 continue
             earlier = [cells[(p, e)] for p in rounds if p < r and (p, e) in cells]
-            change = change_html(earlier[-1].get("parsed"), row.get("parsed")) if earlier else ""
-            tds.append(f"<td>{_pre(row.get('parsed'))}<div class='changes'>{change}</div></td>")
+            change = change_html(round_answer(earlier[-1]), round_answer(row)) if earlier else ""
+            failed = "" if row.get("ok", True) else f"<p class='error'>{esc(row.get('error'))}</p>"
+            tds.append(f"<td>{failed}{_pre(round_answer(row))}<div class='changes'>{change}</div></td>")
         body.append(f"<tr><th>round {r}</th>{''.join(tds)}</tr>")
     return f'<h3>Rounds per expert</h3><table class="rounds"><tr><th></th>{head}</tr>{"".join(body)}</table>'
 

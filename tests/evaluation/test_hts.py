@@ -84,6 +84,20 @@ def test_judges_map_back_to_the_tuned_reply_and_score():
     assert "Dimension to judge: safety and ethics" in row["prompt"][1]["content"]
 
 
+def test_json_mode_maps_back_the_same_way():
+    def json_reply(messages):
+        assert "Reply with JSON matching this schema" in messages[0]["content"]
+        user = messages[-1]["content"]
+        tuned_first = user.split("Reply A:\n")[1].startswith("TUNED")
+        return '{"reasoning": "warmer", "verdict": "%s"}' % ("A" if tuned_first else "B")
+
+    llm = LLM(ScriptedBackend([(r"Dimension to judge", json_reply)]))
+    judgments, report = run(judge_items(items(6), [Judge("j", llm)], mode="json", dimensions=["humanized"]))
+    assert [j.outcome for j in judgments] == ["better"] * 6
+    assert {r["mode"] for r in report.trace_rows()} == {"json"}
+    assert all(r["tag"] == "hts:j" for r in report.trace_rows())
+
+
 def test_two_judges_on_one_model_do_not_share_cache_entries(tmp_path):
     from pipelines.llm.cache import RequestCache
 

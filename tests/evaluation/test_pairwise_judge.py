@@ -59,12 +59,13 @@ def test_chinese_prompt_and_json_mode():
     )
     assert "1.5 出现非对话语言的语句。" in messages[0]["content"]
     assert messages[0]["content"].endswith("或 \"结论：相同\"（两者相当）。")
-    schema = '{"type": "object"}'
-    json_messages = judge.render("en", dimension="humanized", output_mode="json", output_schema=schema, **ITEM)
+    json_messages = judge.render("en", dimension="humanized", output_mode="json", **ITEM)
     assert json_messages[0]["content"].endswith(
-        'Reply with JSON matching this schema, and nothing else:\n{"type": "object"}\n'
-        '"verdict" is "A" if reply A is better, "B" if reply B is better, "equal" if neither is better.'
+        "Reply with JSON matching this schema, and nothing else:\n"
+        + judge.output_schema_text()
+        + '\n"verdict" is "A" if reply A is better, "B" if reply B is better, "equal" if neither is better.'
     )
+    assert '"enum": [\n        "A",\n        "B",\n        "equal"\n      ]' in judge.output_schema_text()
     assert json_messages[1] == judge.render("en", dimension="humanized", **ITEM)[1]
 
 
@@ -127,3 +128,11 @@ def test_normalise_choice_and_typed_output():
     with pytest.raises(ParseError):
         normalise_choice("neither")
     assert from_output(PairwiseOutput(reasoning=" r ", verdict="B")) == PairVerdict("B", "r")
+
+
+def test_json_mode_parse_validates_the_schema():
+    judge = make_pairwise_judge()
+    assert judge.parse('{"reasoning": "kinder", "verdict": "B"}', "json") == PairVerdict("B", "kinder")
+    for bad in ('{"reasoning": "x", "verdict": "C"}', '{"verdict": "A"}', "Verdict: A", ""):
+        with pytest.raises(ParseError):
+            judge.parse(bad, "json")

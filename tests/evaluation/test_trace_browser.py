@@ -35,10 +35,14 @@ def test_seeded_stratified_sample():
 def test_kgc_rounds_side_by_side_with_changes():
     page = rounds_html(kgc_rows())
     assert page.count("<tr><th>round") == 3 and "<th>ner</th><th>re</th>" in page
-    assert "+ [&quot;DATE&quot;, &quot;1987&quot;]" in page  # NER added an entity in round 1
-    assert "− [&quot;Messi&quot;, &quot;born_in&quot;, &quot;Rosario&quot;]" in page  # RE replaced a triple in round 2
+    assert "+(&#x27;DATE&#x27;, &#x27;1987&#x27;)" in page  # NER added an entity in round 1
+    assert "-(&#x27;Messi&#x27;, &#x27;born_in&#x27;, &#x27;Rosario&#x27;)" in page  # RE replaced a triple in round 2
     assert "no change" in page
     assert change_html("a\nb", "a\nc") == '<div class="del">-b</div><div class="add">+c</div>'
+    added = change_html([["PER", "x"]], [["PER", "x"], ["LOC", "y"]])
+    assert added == '<div class="add">+ [&quot;LOC&quot;, &quot;y&quot;]</div>'
+    without_kept = [{k: v for k, v in r.items() if k != "kept"} for r in kgc_rows()]
+    assert "+ [&quot;DATE&quot;, &quot;1987&quot;]" in rounds_html(without_kept)  # parsed.items then
 
 
 def test_ram2c_and_tagging_stories():
@@ -100,7 +104,7 @@ def test_trace_browser_in_a_headless_browser(tmp_path, browser):
     article = driver.find_element(By.ID, items[0])
     assert not driver.find_element(By.ID, wrong[0]).is_displayed()
     rounds = article.find_element(By.CSS_SELECTOR, "table.rounds")
-    assert len(rounds.find_elements(By.TAG_NAME, "tr")) == 4 and '+ ["DATE", "1987"]' in rounds.text
+    assert len(rounds.find_elements(By.TAG_NAME, "tr")) == 4 and "+('DATE', '1987')" in rounds.text
 
     Select(driver.find_element(By.ID, "team")).select_by_value("ram2c")
     items = visible_items()

@@ -1,6 +1,6 @@
 """Trace rows of three teams in the shared shape (AgentRecord.to_trace + non-LLM result rows)."""
 
-from pipelines.agents import AgentRecord
+from pipelines.agents import AgentRecord, SampleTrace
 
 
 def call(sample_id, agent, reply, parsed, *, ok=True, error=None, role=None, **extra):
@@ -54,7 +54,9 @@ def kgc_rows():
     }
     for r in range(3):
         for expert, by_round in rounds.items():
-            rows.append(call("sent-1", f"{expert}_expert", f"round {r}", by_round[r], round=r, expert=expert))
+            kept = "\n".join(str(tuple(x)) for x in by_round[r])
+            parsed = {"items": by_round[r], "malformed": 0, "reason": ""}
+            rows.append(call("sent-1", f"{expert}_expert", f"round {r}", parsed, round=r, expert=expert, kept=kept))
     rows.append({"sample_id": "sent-1", "agent": "kgc", "role": "score", "ok": True, "correct": False, "f1": 0.5})
     rows.append(call("sent-2", "ner_expert", "r0", [["ORG", "FIFA"]], round=0, expert="ner", correct=True))
     return rows
@@ -66,11 +68,9 @@ def ram2c_rows():
         {"id": "doc-4", "kind": "dialogue", "score": 0.91, "text": "Teacher: what would you do alone?"},
         {"id": "doc-15", "kind": "theory", "score": 0.52, "text": "Heuristic questions <invite> analysis."},
     ]
-    rows = [
-        {"sample_id": sid, "agent": "retrieval", "role": "T", "prompt": None, "reply": None, "ok": True,
-         "error": None, "usage": {}, "cached": False, "inputs": {"queries": ["diary loneliness"]},
-         "result": {"hits": hits}, "latency_s": 0.05, "group": "T"},
-    ]  # fmt: skip
+    trace = SampleTrace(sid)
+    trace.add_result("retrieval", "T", inputs={"queries": ["diary loneliness"]}, result={"hits": hits}, latency_s=0.05)
+    rows = trace.rows
     for e, votes in enumerate(({"doc-4": 1, "doc-15": 5}, {"doc-4": 2, "doc-15": 4})):
         rows.append(call(sid, "voter", "votes...", {"votes": votes}, group="T", expert=f"T{e + 1}"))
     for group, revision in (("T", "Great point! What would you write first?"), ("P", "I can feel you care.")):

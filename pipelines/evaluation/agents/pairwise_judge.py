@@ -14,7 +14,6 @@ the dimension to judge and the item. Two reply forms are accepted by one parser:
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pipelines.agents import Agent, ParseError
 
@@ -55,9 +54,10 @@ def load_criteria(language: str) -> dict[str, Any]:
 
 
 class PairwiseOutput(BaseModel):
-    """The JSON reply schema (json output mode)."""
+    """The JSON reply schema (json output mode): reasoning first (bounded, so a constrained small
+    model cannot ramble until max_tokens), then the verdict."""
 
-    reasoning: str
+    reasoning: str = Field(max_length=400)
     verdict: Choice
 
 
@@ -102,12 +102,10 @@ def from_output(output: PairwiseOutput) -> PairVerdict:
 
 
 def make_pairwise_judge(**options: Any) -> Agent[PairVerdict]:
-    """The judge agent (role ``hts_judge``); ``options`` go to :class:`Agent` (max_attempts, ...).
-
-    Where the harness's Agent takes a typed ``output`` model, :class:`PairwiseOutput` is passed so
-    the json mode constrains replies to its schema.
-    """
+    """The judge agent (role ``hts_judge``); ``options`` go to :class:`Agent` (max_attempts,
+    sampling overrides, ...). Its typed output is :class:`PairwiseOutput`, mapped by
+    :func:`from_output`, so ``mode="json"`` constrains replies to that schema."""
     options.setdefault("role", "hts_judge")
-    if "output" in inspect.signature(Agent.__init__).parameters:
-        options.setdefault("output", PairwiseOutput)
+    options.setdefault("output", PairwiseOutput)
+    options.setdefault("from_output", from_output)
     return Agent("pairwise_judge", Path(__file__).parent, parse_pairwise, **options)
