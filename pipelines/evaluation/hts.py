@@ -67,6 +67,11 @@ class Judgment:
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Judgment:
+        """A judgment back from :meth:`to_row` (extra keys in the row are ignored)."""
+        return cls(**{name: row.get(name) for name in cls.__dataclass_fields__})
+
 
 def tuned_position(item_id: str, seed: int, *, salt: str = "") -> Literal["A", "B"]:
     """Where the tuned reply is shown: a fair coin per item, fixed by ``seed`` (and ``salt``),

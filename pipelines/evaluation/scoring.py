@@ -80,3 +80,17 @@ def hts_scores(
             "raters": agreement.get("raters", 0),
         }
     return summary
+
+
+def position_preference(judgments: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Per judge: how often it chose the reply shown first (``A``), second (``B``) or ``equal``,
+    and ``first_share`` = A / (A + B). Positions are randomised, so a fair judge's share is near
+    0.5 whatever the models; a share near 1 is position bias, not preference."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: {"A": 0, "B": 0, "equal": 0})
+    for j in judgments:
+        if j.choice in ("A", "B", "equal"):
+            counts[j.judge][j.choice] += 1
+    return {
+        judge: {**c, "first_share": c["A"] / (c["A"] + c["B"]) if c["A"] + c["B"] else None}
+        for judge, c in counts.items()
+    }

@@ -6,8 +6,17 @@ import re
 
 import pytest
 
-from pipelines.evaluation.hts import DIMENSIONS, HTSItem, Judge, arranged, judge_items, outcome_of, tuned_position
-from pipelines.evaluation.scoring import hts_scores
+from pipelines.evaluation.hts import (
+    DIMENSIONS,
+    HTSItem,
+    Judge,
+    Judgment,
+    arranged,
+    judge_items,
+    outcome_of,
+    tuned_position,
+)
+from pipelines.evaluation.scoring import hts_scores, position_preference
 from pipelines.llm.client import LLM
 from pipelines.llm.scripted import ScriptedBackend
 
@@ -76,6 +85,11 @@ def test_judges_map_back_to_the_tuned_reply_and_score():
         assert s["score"] == pytest.approx(100 * (4 * s["better"]) / (4 * 80))
         assert s["ci"][0] <= s["score"] <= s["ci"][1]
         assert s["raters"] == 2 and s["kappa_items"] == 40
+
+    bias = position_preference(judgments)
+    assert bias["always_a"] == {"A": 120, "B": 0, "equal": 0, "first_share": 1.0}
+    assert bias["fair"]["first_share"] == pytest.approx(a_share) and "broken" not in bias
+    assert [Judgment.from_row({**j.to_row(), "extra": 1}) for j in judgments] == judgments
 
     rows = report.trace_rows()
     assert len(rows) == 40 * 3 * 3
