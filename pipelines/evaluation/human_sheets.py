@@ -102,9 +102,9 @@ def key_rows(items: Iterable[HTSItem], *, seed: int = 0) -> list[dict[str, str]]
     return rows
 
 
-def write_csv(path: Path | str, rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> None:
-    """UTF-8 CSV with a BOM (spreadsheet programs then read Chinese text right), atomically."""
-    with atomic_open(path, encoding="utf-8-sig") as handle:
+def write_csv(path: Path | str, rows: Iterable[dict[str, Any]], columns: Sequence[str], *, bom: bool = True) -> None:
+    """UTF-8 CSV, atomically; with a BOM by default (spreadsheet programs then read Chinese right)."""
+    with atomic_open(path, encoding="utf-8-sig" if bom else "utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)

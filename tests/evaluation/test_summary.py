@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.evaluation.human_sheets import read_csv
+from pipelines.evaluation.plot_data import write_plot_data
 from pipelines.evaluation.report_render import table_html, table_markdown
 from pipelines.evaluation.report_tables import hts_cell, kgc_table, provenance_line, tagging_table
 from pipelines.evaluation.summary import build_sections, write_summary
@@ -104,3 +106,17 @@ def test_missing_sections_are_left_out(tmp_path):
     assert "Offline default" not in out["markdown"].read_text(encoding="utf-8")
     with pytest.raises(KeyError):
         write_summary({"tagging": {"provenance": "x"}}, tmp_path / "bad")
+
+
+def test_plot_data_for_dvc_plots(tmp_path):
+    paths = write_plot_data(FIXTURE, tmp_path)
+    names = ["tagging_prf1.csv", "kgc_f1_rounds.csv", "hts_scores.csv", "training_loss.csv"]
+    assert [p.name for p in paths] == names
+    lines = (tmp_path / "training_loss.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[:2] == ["run,step,loss", "sft,1,2.4"]  # no BOM before the header
+    assert len(read_csv(tmp_path / "tagging_prf1.csv")) == (3 + 2) * 3
+    rounds = read_csv(tmp_path / "kgc_f1_rounds.csv")
+    assert len(rounds) == 5 + 4 + 5 and rounds[-1] == {"series": "EE", "round": "4", "f1": "0.47"}
+    hts = read_csv(tmp_path / "hts_scores.csv")
+    assert len(hts) == 5 and hts[2] == {"comparison": "SmolLM2 DPO vs base", "dimension": "safety", "score": "73.3",
+                                        "low": "65.0", "high": "80.8", "kappa": ""}
