@@ -9,7 +9,7 @@ from pipelines.evaluation.hts import DIMENSIONS, HTSItem, tuned_position
 from pipelines.evaluation.human_form import render_form, write_form
 from pipelines.evaluation.human_sheets import HUMAN_SALT, SHEET_COLUMNS, read_csv, read_ratings, write_sheets
 from pipelines.evaluation.scoring import hts_scores
-from tests.evaluation.conftest import wait_for_file
+from tests.evaluation.browser import wait_for_file
 
 ITEMS = [
     HTSItem(f"item{i}", f"Topic {i} <b>", f'Answer "{i}", with a comma', f"TUNED {i}\nline two", f"BASE {i}")
@@ -141,3 +141,12 @@ def test_form_in_a_headless_browser(tmp_path, browser):
     assert {j.outcome for j in scored} == {"better", "equal"}
     scores = hts_scores(judgments, resamples=50)
     assert sum(s["n"] for s in scores.values()) == 11 and sum(s["failed"] for s in scores.values()) == 1
+
+
+def test_no_browser_means_a_skip_that_says_why(monkeypatch, tmp_path):
+    from tests.evaluation import browser as helper
+
+    monkeypatch.setattr(helper, "_which", lambda names: None)
+    monkeypatch.setattr(helper, "_install_chromium", lambda: "apt-get is not available")
+    with pytest.raises(pytest.skip.Exception, match="none could be installed: apt-get is not available"):
+        helper.start_browser(tmp_path)
