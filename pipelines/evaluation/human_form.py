@@ -179,3 +179,30 @@ def write_form(path: Path | str, sheets: Mapping[str, Sequence[Mapping[str, Any]
     """Write :func:`render_form` atomically (``options``: title, language)."""
     with atomic_open(path) as handle:
         handle.write(render_form(sheets, **options))
+
+
+def write_rating_pack(
+    folder: Path | str,
+    items: Sequence[Any],
+    raters: Sequence[str],
+    *,
+    dimensions: Sequence[str] | None = None,
+    seed: int = 0,
+    sample: int | None = None,
+    language: str = "en",
+    title: str = "Tutoring replies: pairwise rating",
+) -> dict[str, Any]:
+    """Everything the raters need, in ``folder``: ``sheet_<rater>.csv`` each, ``form.html`` (all
+    raters' sheets; each picks their name) and ``key.csv`` (keep it from the raters).
+    Returns ``{"sheets": [paths], "form": path, "key": path}``."""
+    from pipelines.evaluation.hts import DIMENSIONS
+    from pipelines.evaluation.human_sheets import write_sheets
+
+    folder = Path(folder)
+    sheets = write_sheets(folder, items, raters, dimensions=dimensions or DIMENSIONS, seed=seed, sample=sample)
+    write_form(folder / "form.html", sheets, title=title, language=language)
+    return {
+        "sheets": [folder / f"sheet_{rater_slug(r)}.csv" for r in raters],
+        "form": folder / "form.html",
+        "key": folder / "key.csv",
+    }

@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from pipelines.evaluation.hts import DIMENSIONS, HTSItem, tuned_position
-from pipelines.evaluation.human_form import render_form, write_form
+from pipelines.evaluation.human_form import render_form, write_form, write_rating_pack
 from pipelines.evaluation.human_sheets import HUMAN_SALT, SHEET_COLUMNS, read_csv, read_ratings, write_sheets
 from pipelines.evaluation.scoring import hts_scores
 from tests.evaluation.browser import wait_for_file
@@ -91,6 +91,13 @@ def test_import_counts_bad_rows(tmp_path):
     (tmp_path / "bad.csv").write_text("who,what\nx,y\n", encoding="utf-8")
     with pytest.raises(ValueError, match="needs columns"):
         read_ratings([tmp_path / "bad.csv"], tmp_path / "key.csv")
+
+
+def test_rating_pack(tmp_path):
+    paths = write_rating_pack(tmp_path, ITEMS, ["Ann", "Bo"], dimensions=["safety"], seed=3, language="zh")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["form.html", "key.csv", "sheet_Ann.csv", "sheet_Bo.csv"]
+    assert paths["form"].read_text(encoding="utf-8").count('class="item"') == 2 * 6
+    assert len(read_csv(paths["sheets"][1])) == 6 and len(read_csv(paths["key"])) == 6
 
 
 def test_form_is_self_contained_and_escaped(tmp_path):
