@@ -110,3 +110,19 @@ def paired_delta(
         "resamples": resamples,
         "seed": seed,
     }
+
+
+def delta_row(
+    tuned: Sequence | Mapping,
+    base: Sequence | Mapping,
+    *,
+    team: str,
+    system: str,
+    metric: str,
+    scale: float = 100.0,
+    **options: Any,
+) -> dict[str, Any]:
+    """A row of the report's tuned-vs-base table: :func:`paired_delta` (``options``: statistic,
+    resamples, seed, confidence) with its ``team``, ``system``, ``metric`` and display ``scale``
+    (100 for rates in [0, 1], 1 for scores already on a 0-100 scale)."""
+    return {"team": team, "system": system, "metric": metric, "scale": scale, **paired_delta(tuned, base, **options)}

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from pipelines.evaluation.bootstrap import bootstrap_interval, paired_delta, resample_indices
+from pipelines.evaluation.bootstrap import bootstrap_interval, delta_row, paired_delta, resample_indices
+from pipelines.evaluation.report_tables import deltas_table
 
 
 def test_fixed_seed_is_reproducible_and_seed_matters():
@@ -63,3 +64,11 @@ def test_paired_delta_of_a_corpus_statistic_micro_f1():
     assert 0.0 <= result["ci"][0] <= result["delta"] <= result["ci"][1] <= 1 / 3 + 1e-12
     with pytest.raises(ValueError, match="confidence"):
         bootstrap_interval([1.0, 2.0], confidence=1.5)
+
+
+def test_delta_row_feeds_the_report_table():
+    row = delta_row([1, 0, 1, 1], [0, 0, 1, 0], team="tagging", system="team", metric="accuracy", resamples=200, seed=0)
+    assert (row["team"], row["metric"], row["scale"], row["n"]) == ("tagging", "accuracy", 100.0, 4)
+    assert row["delta"] == pytest.approx(0.5)
+    cells = deltas_table([row]).rows[0]
+    assert cells[:6] == ["tagging", "team", "accuracy", "25.0", "75.0", "+50.0"] and cells[7] == "4"

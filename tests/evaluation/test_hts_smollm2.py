@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 
+from pipelines.evaluation.agents.pairwise_judge import make_pairwise_judge
 from pipelines.evaluation.hts import HTSItem, Judge, judge_items
 from pipelines.evaluation.scoring import hts_scores
 from pipelines.llm.client import LLMRuntime
@@ -46,7 +47,8 @@ def test_two_seeded_judges_on_the_default_model(one_torch_thread):
 
     async def go():
         try:
-            return await judge_items(ITEMS, judges, seed=0, dimensions=["teaching"], concurrency=4)
+            agent = make_pairwise_judge(max_attempts=1)
+            return await judge_items(ITEMS, judges, seed=0, dimensions=["teaching"], concurrency=4, agent=agent)
         finally:
             await runtime.close()
 
