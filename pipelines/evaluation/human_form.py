@@ -26,7 +26,8 @@ TEXT = {
         "intro": "For every row, read the discussion topic, the student's answer and the two replies, then choose "
         "which reply is better on the dimension named in the row, using the criteria below (each describes a "
         "fault). The order of the replies is random. Save your answers as a CSV file when you are done (you "
-        "can save several times; the last file counts) and send it back.",
+        "can save several times; the last file counts) and send it back. Answers are also kept in this "
+        "browser if the page is reloaded.",
         "criteria": "Criteria",
         "topic": "Discussion topic",
         "answer": "Student's answer",
@@ -42,7 +43,8 @@ TEXT = {
         "who": "你的名字",
         "intro": "请逐行阅读讨论话题、学生的回答和两条回复，按该行所写的维度并参照下面的标准"
         "（每条描述一种缺陷）选出更好的回复。"
-        "两条回复的顺序是随机的。完成后把答案保存为 CSV 文件并发回（可以多次保存，以最后一个文件为准）。",
+        "两条回复的顺序是随机的。完成后把答案保存为 CSV 文件并发回（可以多次保存，以最后一个文件为准）。"
+        "重新加载页面时，答案也会保留在本浏览器中。",
         "criteria": "评价标准",
         "topic": "讨论话题",
         "answer": "学生的回答",
@@ -87,6 +89,27 @@ SCRIPT = """
     });
     count();
   }
+  function storeKey(section) { return 'edumas-rating:' + document.title + ':' + section.dataset.rater; }
+  function store(section) {  // answers survive a reload of the page (browser storage, this computer only)
+    const answers = {};
+    section.querySelectorAll('.item').forEach(function (item) {
+      const checked = item.querySelector('input[type=radio]:checked');
+      answers[item.dataset.row] = [checked ? checked.value : '', item.querySelector('textarea').value];
+    });
+    try { localStorage.setItem(storeKey(section), JSON.stringify(answers)); } catch (e) { /* storage off */ }
+  }
+  function restore(section) {
+    let answers = null;
+    try { answers = JSON.parse(localStorage.getItem(storeKey(section)) || 'null'); } catch (e) { answers = null; }
+    if (!answers) { return; }
+    section.querySelectorAll('.item').forEach(function (item) {
+      const saved = answers[item.dataset.row];
+      if (!saved) { return; }
+      const radio = item.querySelector('input[type=radio][value="' + saved[0] + '"]');
+      if (radio) { radio.checked = true; }
+      item.querySelector('textarea').value = saved[1];
+    });
+  }
   function field(value) { return '"' + String(value == null ? '' : value).replace(/"/g, '""') + '"'; }
   function save() {
     const section = current();
@@ -105,7 +128,15 @@ SCRIPT = """
     link.dataset.saved = String(Number(link.dataset.saved || 0) + 1);
   }
   select.addEventListener('change', show);
-  document.addEventListener('change', function (event) { if (event.target.type === 'radio') { count(); } });
+  document.addEventListener('change', function (event) {
+    const section = event.target.closest('section[data-rater]');
+    if (section) { store(section); count(); }
+  });
+  document.addEventListener('input', function (event) {
+    const section = event.target.closest('section[data-rater]');
+    if (section) { store(section); }
+  });
+  document.querySelectorAll('section[data-rater]').forEach(restore);
   document.getElementById('save').addEventListener('click', save);
   show();
 })();

@@ -134,6 +134,12 @@ def test_form_in_a_headless_browser(tmp_path, browser):
         expected[(item.get_attribute("data-key"), item.get_attribute("data-dimension"))] = choice
     items[1].find_element(By.TAG_NAME, "textarea").send_keys('too "formal", a bit long')
     assert driver.find_element(By.ID, "status").text.startswith("11 / 12")
+    driver.refresh()  # answers survive a reload (browser storage)
+    Select(driver.find_element(By.ID, "rater")).select_by_value("Bo Li")
+    assert driver.find_element(By.ID, "status").text.startswith("11 / 12")
+    section = driver.find_element(By.CSS_SELECTOR, 'section[data-slug="Bo_Li"]')
+    items = section.find_elements(By.CSS_SELECTOR, ".item")
+    assert items[1].find_element(By.TAG_NAME, "textarea").get_attribute("value") == 'too "formal", a bit long'
     driver.find_element(By.ID, "save").click()
     saved = wait_for_file(downloads, "ratings_Bo_Li*.csv")
 
