@@ -17,6 +17,7 @@ body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:70rem;padding
 table{border-collapse:collapse;margin:.6rem 0}
 th,td{border:1px solid #bbb;padding:.25rem .6rem;text-align:right}
 th:first-child,td:first-child{text-align:left}
+th[colspan]{text-align:center}
 caption{font-weight:600;text-align:left;padding:.3rem 0}
 .note{color:#555;font-size:.9rem;margin:.2rem 0 1.4rem}
 .banner{background:#fff4d6;border:1px solid #e0c060;padding:.5rem .8rem;border-radius:4px}
