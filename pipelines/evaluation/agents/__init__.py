@@ -1,0 +1,1 @@
+"""The evaluation's agents (prompt templates beside their module)."""

@@ -1,0 +1,108 @@
+"""The typed ``hts`` settings of the evaluation (strict: unknown keys and bad values are errors)
+and the judges they name::
+
+    hts:
+      seed: 0                  # positions of the replies, per item
+      resamples: 1000          # bootstrap resamples of the score intervals
+      dimensions: [humanized, teaching, safety]
+      mode: text               # or json (schema-constrained replies)
+      max_attempts: 2
+      judges:                  # several judges: different models (roles), or one model with seeds
+        - {name: judge-seed1, role: hts_judge, seed: 1, temperature: 0.7}
+        - {name: judge-seed2, role: hts_judge, seed: 2, temperature: 0.7}
+
+Each judge's ``role`` selects its LLM in ``llm.roles`` (its own backend and model, or the
+default one); ``seed`` / ``temperature`` / ``max_tokens`` override that role's sampling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pipelines.config import StrictModel
+from pipelines.evaluation.hts import DIMENSIONS, Judge
+
+
+class JudgeConfig(StrictModel):
+    """One judge: a name (a rater column in the kappa), its LLM role and sampling overrides."""
+
+    name: str = Field(min_length=1)
+    role: str = "hts_judge"
+    seed: int | None = None
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=1)
+
+
+class HTSConfig(StrictModel):
+    """How the tutoring replies are judged (see the module docstring)."""
+
+    seed: int = 0
+    resamples: int = Field(1000, ge=1)
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    dimensions: list[Literal["humanized", "teaching", "safety"]] = list(DIMENSIONS)
+    mode: Literal["text", "json"] = "text"
+    max_attempts: int = Field(2, ge=1)
+    concurrency: int = Field(8, ge=1)
+    judges: list[JudgeConfig] = Field(default_factory=lambda: [JudgeConfig(name="judge")], min_length=1)
+
+    @field_validator("dimensions")
+    @classmethod
+    def _distinct_dimensions(cls, value: list[str]) -> list[str]:
+        if not value or len(set(value)) != len(value):
+            raise ValueError("dimensions must be a non-empty list without repeats")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_judges(self) -> HTSConfig:
+        names = [j.name for j in self.judges]
+        if len(set(names)) != len(names):
+            raise ValueError(f"judge names must be distinct (they are the raters of the kappa), got {names}")
+        return self
+
+    def roles(self) -> list[str]:
+        """The LLM roles the judges use (for ``LLMConfig.check_roles``)."""
+        return list(dict.fromkeys(j.role for j in self.judges))
+
+
+def build_judges(runtime: Any, cfg: HTSConfig) -> list[Judge]:
+    """One :class:`Judge` per configured judge: ``runtime.for_role(role)`` with the overrides."""
+    judges = []
+    for spec in cfg.judges:
+        llm = runtime.for_role(spec.role)
+        changes = {k: getattr(spec, k) for k in ("seed", "temperature", "max_tokens") if getattr(spec, k) is not None}
+        if changes:
+            llm = runtime.for_role(spec.role, dataclasses.replace(llm.default_params, **changes))
+        judges.append(Judge(spec.name, llm))
+    return judges
+
+
+async def run_judging(items: Any, runtime: Any, cfg: HTSConfig, *, progress: bool = False) -> dict[str, Any]:
+    """Judge ``items`` (:class:`HTSItem`) with the configured judges and score them.
+
+    Returns ``{"judgments": [Judgment], "report": RunReport (its trace rows go to the traces
+    JSONL), "scores": hts_scores(...) per dimension, "position_preference": per judge}``.
+    """
+    from pipelines.evaluation.agents.pairwise_judge import make_pairwise_judge
+    from pipelines.evaluation.hts import judge_items
+    from pipelines.evaluation.scoring import hts_scores, position_preference
+
+    judgments, report = await judge_items(
+        items,
+        build_judges(runtime, cfg),
+        seed=cfg.seed,
+        dimensions=cfg.dimensions,
+        concurrency=cfg.concurrency,
+        agent=make_pairwise_judge(max_attempts=cfg.max_attempts),
+        mode=cfg.mode,
+        progress=progress,
+    )
+    scores = hts_scores(judgments, resamples=cfg.resamples, seed=cfg.seed, confidence=cfg.confidence)
+    return {
+        "judgments": judgments,
+        "report": report,
+        "scores": scores,
+        "position_preference": position_preference(judgments),
+    }

@@ -1,0 +1,214 @@
+"""Report tables laid out like the papers', built from plain metrics dicts.
+
+Every builder takes one section of the metrics (below) and returns a :class:`Table` whose
+``note`` says what data and models produced it; rates in [0, 1] are shown as percentages with
+one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
+
+- ``tagging``: ``{"models": {label: {"systems": {system: {"overall": {"accuracy", "precision",
+  "recall", "f1"}}}}}, "provenance": ...}`` (the tagging paper's Table 4: metric x model rows,
+  system columns; the best system of a row in bold). A generate-stage ``metrics.json`` with a
+  top-level ``systems`` is taken as one model.
+- ``deltas``: ``[{"team", "system", "metric", "base", "tuned", "delta", "ci": [lo, hi], "n"}]``
+  (:func:`pipelines.evaluation.bootstrap.paired_delta` rows, tuned vs base).
+- ``kgc``: ``{"datasets": [{"name", "task"}], "rows": {method: {dataset: f1}}, "reference":
+  {method: reference_method}, "rounds": {series: [f1 at round 0, 1, ...]}, "provenance": ...}``
+  (CooperKGC's Table 2 with ``(+gain)`` over the reference, and its rounds figure as a table).
+- ``hts``: ``{"tables": {"1" | "2" | "3": {"rows": {label: {dimension: {"score", "kappa",
+  "ci"}}}, "provenance": ...}}}`` (RAM2C's Tables 1-3: ``score (kappa)`` per H/T/S, with the
+  bootstrap interval).
+
+``provenance`` is a string or ``{"data": ..., "models": ..., ...}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TAGGING_METRICS = (("accuracy", "Accuracy"), ("precision", "Precision"), ("recall", "Recall"), ("f1", "F1-score"))
+HTS_COLUMNS = (("humanized", "H"), ("teaching", "T"), ("safety", "S"))
+HTS_TITLES = {
+    "1": "Table 1 layout: fine-tuned models vs their raw models (HTS)",
+    "2": "Table 2 layout: fine-tuned models vs reference models with and without the RAM2C team (HTS)",
+    "3": "Table 3 layout: ablations of the RAM2C team vs the full team (HTS)",
+}
+SYSTEM_NAMES = {
+    "embedding": "Embedding similarity",
+    "plm": "PLM fine-tuning",
+    "single_llm": "Single LLM",
+    "team": "Multi-agent team",
+}
+
+
+@dataclass
+class Table:
+    """A titled table: header ``columns``, body ``rows`` (cells as text; ``**x**`` = bold), an
+    optional first header row of ``(label, span)`` groups, and the provenance ``note``."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    groups: list[tuple[str, int]] = field(default_factory=list)
+
+
+def provenance_line(provenance: Any, *, offline: bool) -> str:
+    """``"Data: ...; models: ..."`` (+ the offline-default label) from a string or a dict."""
+    if isinstance(provenance, Mapping):
+        text = "; ".join(f"{k}: {v}" for k, v in provenance.items())
+        text = text[:1].upper() + text[1:]
+    else:
+        text = str(provenance or "Provenance not recorded")
+    text = text.rstrip(".") + "."
+    if offline:
+        text += " Offline default: small CPU models on the demo data, not comparable to the papers' numbers."
+    return text
+
+
+def percent(value: Any) -> str:
+    return "-" if value is None else f"{100 * float(value):.1f}"
+
+
+def _bold_best(cells: list[str], values: list[float | None]) -> list[str]:
+    known = [v for v in values if v is not None]
+    if len(known) < 2:
+        return cells
+    best = max(known)
+    return [f"**{c}**" if v == best else c for c, v in zip(cells, values, strict=True)]
+
+
+def tagging_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
+    """The tagging paper's Table 4 layout (rows: metric x model; columns: systems)."""
+    models = section.get("models") or {"model": {"systems": section["systems"]}}
+    systems = list(dict.fromkeys(s for m in models.values() for s in m["systems"]))
+    rows = []
+    for key, label in TAGGING_METRICS:
+        for i, (model, result) in enumerate(models.items()):
+            values = [result["systems"].get(s, {}).get("overall", {}).get(key) for s in systems]
+            cells = _bold_best([percent(v) for v in values], values)
+            rows.append([label if i == 0 else "", model, *cells])
+    return Table(
+        "Knowledge tagging (Table 4 layout)",
+        ["Metric", "Model", *[SYSTEM_NAMES.get(s, s) for s in systems]],
+        rows,
+        provenance_line(section.get("provenance"), offline=offline),
+    )
+
+
+def _signed(value: float, scale: float) -> str:
+    return f"{scale * value:+.1f}"
+
+
+def deltas_table(rows: Sequence[Mapping[str, Any]], *, provenance: Any = None, offline: bool = False) -> Table:
+    """Tuned vs base per team, system and metric: both values, the delta and its 95% interval.
+    Rates (metric values in [0, 1]) are shown x100; HTS scores (``scale`` 1) as they are."""
+    body = []
+    for r in rows:
+        scale = float(r.get("scale", 100))
+        low, high = r.get("ci") or (None, None)
+        interval = "-" if low is None else f"[{_signed(low, scale)}, {_signed(high, scale)}]"
+        body.append(
+            [
+                str(r.get("team", "")),
+                str(r.get("system", "")),
+                str(r["metric"]),
+                f"{scale * r['base']:.1f}",
+                f"{scale * r['tuned']:.1f}",
+                _signed(r["delta"], scale),
+                interval,
+                str(r.get("n", "")),
+            ]
+        )
+    return Table(
+        "Tuned vs base, with paired bootstrap 95% intervals",
+        ["Team", "System", "Metric", "Base", "Tuned", "Delta", "95% interval", "Items"],
+        body,
+        provenance_line(provenance, offline=offline),
+    )
+
+
+def kgc_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
+    """CooperKGC's Table 2 layout: methods x datasets grouped by task, F1 with (+gain) over the reference."""
+    datasets = list(section["datasets"])
+    groups: list[tuple[str, int]] = [("", 1)]
+    for d in datasets:
+        if groups[-1][0] == d["task"]:
+            groups[-1] = (d["task"], groups[-1][1] + 1)
+        else:
+            groups.append((d["task"], 1))
+    references = section.get("reference", {})
+    body = []
+    for method, scores in section["rows"].items():
+        reference = section["rows"].get(references.get(method, ""), {})
+        cells = []
+        for d in datasets:
+            value = scores.get(d["name"])
+            cell = percent(value)
+            if value is not None and reference.get(d["name"]) is not None:
+                cell += f" ({_signed(value - reference[d['name']], 100)})"
+            cells.append(cell)
+        body.append([method, *cells])
+    return Table(
+        "Knowledge graph construction, F1 (CooperKGC Table 2 layout)",
+        ["Model", *[d["name"] for d in datasets]],
+        body,
+        provenance_line(section.get("provenance"), offline=offline),
+        groups,
+    )
+
+
+def kgc_rounds_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
+    """F1 per collaboration round (CooperKGC's rounds figure, as a table)."""
+    rounds = section["rounds"]
+    width = max(len(v) for v in rounds.values())
+    body = [[name, *[percent(v) for v in values], *["-"] * (width - len(values))] for name, values in rounds.items()]
+    return Table(
+        "Knowledge graph construction, F1 per round (CooperKGC rounds figure)",
+        ["Series", *[f"Round {r}" for r in range(width)]],
+        body,
+        provenance_line(section.get("rounds_provenance", section.get("provenance")), offline=offline),
+    )
+
+
+def hts_cell(result: Mapping[str, Any] | None) -> str:
+    """``74.8 (0.42) [70.1, 79.0]``: score, Fleiss' kappa, bootstrap interval (``-`` when missing)."""
+    if not result or result.get("score") is None:
+        return "-"
+    kappa = result.get("kappa")
+    cell = f"{result['score']:.1f} ({'-' if kappa is None else f'{kappa:.2f}'})"
+    if result.get("ci"):
+        cell += f" [{result['ci'][0]:.1f}, {result['ci'][1]:.1f}]"
+    return cell
+
+
+def hts_tables(section: Mapping[str, Any], *, offline: bool = False) -> list[Table]:
+    """RAM2C's Tables 1-3 layout (those present): comparison rows, H / T / S columns."""
+    tables = []
+    for number, table in sorted(section.get("tables", {}).items()):
+        body = [[label, *[hts_cell(dims.get(d)) for d, _ in HTS_COLUMNS]] for label, dims in table["rows"].items()]
+        tables.append(
+            Table(
+                table.get("title", HTS_TITLES.get(str(number), f"HTS table {number}")),
+                ["Comparison", *[letter for _, letter in HTS_COLUMNS]],
+                body,
+                provenance_line(table.get("provenance", section.get("provenance")), offline=offline)
+                + " Cells: score (Fleiss' kappa) [bootstrap 95% interval]; 50 = parity.",
+            )
+        )
+    return tables
+
+
+def training_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
+    """Per training run: steps logged, first and last training loss."""
+    body = []
+    for run, result in section["runs"].items():
+        losses = [loss for _, loss in result.get("loss", [])]
+        first, last = (f"{losses[0]:.3f}", f"{losses[-1]:.3f}") if losses else ("-", "-")
+        body.append([run, str(result.get("method", "")), str(len(losses)), first, last])
+    return Table(
+        "Fine-tuning runs",
+        ["Run", "Method", "Loss points", "First loss", "Last loss"],
+        body,
+        provenance_line(section.get("provenance"), offline=offline),
+    )

@@ -1,0 +1,96 @@
+"""HTS scores on the RAM2C paper's scale: better / equal / worse = 4 / 2 / 0 points, summed
+over a dimension's judgments and normalised to 0-100, so 50 means parity with the baseline,
+above 50 the model under test is preferred and below 50 the baseline is.
+
+``hts_scores`` is the one summary the LLM judges and the imported human ratings share: per
+dimension the score, its outcome counts, unscored (failed) judgments, a bootstrap interval
+over items and Fleiss' kappa over the judges.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pipelines.evaluation.agreement import kappa_by_dimension
+from pipelines.evaluation.bootstrap import bootstrap_interval
+
+POINTS = {"better": 4, "equal": 2, "worse": 0}
+
+
+def hts_score(outcomes: Iterable[str | None]) -> float | None:
+    """``100 * points / (4 * n)`` over the scored outcomes (None ones skipped); None if there are none."""
+    scored = [o for o in outcomes if o is not None]
+    unknown = set(scored) - set(POINTS)
+    if unknown:
+        raise ValueError(f"unknown outcomes {sorted(unknown)}; expected better, equal or worse")
+    if not scored:
+        return None
+    return 100.0 * sum(POINTS[o] for o in scored) / (4 * len(scored))
+
+
+def _items_score(items: Sequence[list[str]]) -> float:
+    score = hts_score(o for outcomes in items for o in outcomes)
+    return 50.0 if score is None else score
+
+
+def hts_scores(
+    judgments: Iterable[Any],
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, dict[str, Any]]:
+    """Per dimension: ``{"score", "n", "failed", "better", "equal", "worse", "ci", "kappa",
+    "kappa_items", "raters"}``.
+
+    ``judgments`` have ``item_id``, ``dimension``, ``judge`` and ``outcome`` (None = unscored);
+    the interval resamples items, each with all its judges' outcomes (seeded).
+    """
+    judgments = list(judgments)
+    by_dimension: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    failed: dict[str, int] = defaultdict(int)
+    for j in judgments:
+        if j.outcome is None:
+            failed[j.dimension] += 1
+            by_dimension[j.dimension]  # the dimension exists even if nothing was scored
+        else:
+            by_dimension[j.dimension][j.item_id].append(j.outcome)
+    kappas = kappa_by_dimension(judgments)
+    summary: dict[str, dict[str, Any]] = {}
+    for dimension, by_item in by_dimension.items():
+        outcomes = [o for values in by_item.values() for o in values]
+        items = list(by_item.values())
+        ci = (
+            bootstrap_interval(items, _items_score, resamples=resamples, seed=seed, confidence=confidence)
+            if items
+            else None
+        )
+        agreement = kappas.get(dimension, {})
+        summary[dimension] = {
+            "score": hts_score(outcomes),
+            "n": len(outcomes),
+            "items": len(items),
+            "failed": failed[dimension],
+            **{name: outcomes.count(name) for name in POINTS},
+            "ci": ci,
+            "kappa": agreement.get("kappa"),
+            "kappa_items": agreement.get("items", 0),
+            "raters": agreement.get("raters", 0),
+        }
+    return summary
+
+
+def position_preference(judgments: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Per judge: how often it chose the reply shown first (``A``), second (``B``) or ``equal``,
+    and ``first_share`` = A / (A + B). Positions are randomised, so a fair judge's share is near
+    0.5 whatever the models; a share near 1 is position bias, not preference."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: {"A": 0, "B": 0, "equal": 0})
+    for j in judgments:
+        if j.choice in ("A", "B", "equal"):
+            counts[j.judge][j.choice] += 1
+    return {
+        judge: {**c, "first_share": c["A"] / (c["A"] + c["B"]) if c["A"] + c["B"] else None}
+        for judge, c in counts.items()
+    }

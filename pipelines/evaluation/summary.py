@@ -1,0 +1,82 @@
+"""``reports/summary.md`` and the self-contained ``reports/summary.html``, with the PNG plots
+under ``reports/plots/``, all generated from one metrics dict::
+
+    {
+      "offline_default": true,              # labels every table and the page as the offline default
+      "tagging": {...}, "deltas": [...], "kgc": {...}, "hts": {...}, "training": {...}
+    }
+
+(section shapes: :mod:`pipelines.evaluation.report_tables`). Missing sections are left out, so
+the report can be built from whatever stages ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipelines.evaluation import report_plots, report_tables
+from pipelines.evaluation.report_render import summary_html, summary_markdown
+from pipelines.evaluation.report_tables import Table
+from pipelines.io import atomic_open
+
+OFFLINE_BANNER = (
+    "Offline default: these numbers come from the offline default run (small CPU models, demo data). "
+    "They check the pipeline end to end; they are not comparable to the papers' results."
+)
+
+
+def build_sections(metrics: Mapping[str, Any]) -> list[tuple[str, list[Table]]]:
+    """``[(heading, tables)]`` for the sections present in ``metrics``."""
+    offline = bool(metrics.get("offline_default"))
+    sections: list[tuple[str, list[Table]]] = []
+    if "tagging" in metrics:
+        sections.append(("Knowledge tagging", [report_tables.tagging_table(metrics["tagging"], offline=offline)]))
+    if "kgc" in metrics:
+        kgc = metrics["kgc"]
+        tables = [report_tables.kgc_table(kgc, offline=offline)] if "rows" in kgc else []
+        if kgc.get("rounds"):
+            tables.append(report_tables.kgc_rounds_table(kgc, offline=offline))
+        sections.append(("Knowledge graph construction", tables))
+    if "hts" in metrics:
+        sections.append(("Tutoring dialogues (HTS)", report_tables.hts_tables(metrics["hts"], offline=offline)))
+    if metrics.get("deltas"):
+        provenance = metrics.get("deltas_provenance", "held-out splits of each team's data, paired by item")
+        table = report_tables.deltas_table(metrics["deltas"], provenance=provenance, offline=offline)
+        sections.append(("Tuned vs base", [table]))
+    if "training" in metrics:
+        sections.append(("Fine-tuning", [report_tables.training_table(metrics["training"], offline=offline)]))
+    return sections
+
+
+def write_plots(metrics: Mapping[str, Any], folder: Path | str) -> list[Path]:
+    """The plots for the sections present (tagging P/R/F1, KGC F1 per round, HTS scores with
+    intervals, training loss); returns their paths."""
+    folder = Path(folder)
+    plots = []
+    if "tagging" in metrics:
+        plots.append(report_plots.tagging_plot(folder / "tagging_prf1.png", metrics["tagging"]))
+    if metrics.get("kgc", {}).get("rounds"):
+        plots.append(report_plots.kgc_rounds_plot(folder / "kgc_f1_rounds.png", metrics["kgc"]))
+    if metrics.get("hts", {}).get("tables"):
+        plots.append(report_plots.hts_plot(folder / "hts_scores.png", metrics["hts"]))
+    if metrics.get("training", {}).get("runs"):
+        plots.append(report_plots.training_loss_plot(folder / "training_loss.png", metrics["training"]))
+    return plots
+
+
+def write_summary(
+    metrics: Mapping[str, Any], reports_dir: Path | str, *, title: str = "edumas results"
+) -> dict[str, Any]:
+    """Write ``summary.md``, ``summary.html`` and ``plots/*.png`` into ``reports_dir``;
+    returns ``{"markdown": path, "html": path, "plots": [paths]}``."""
+    reports_dir = Path(reports_dir)
+    sections = build_sections(metrics)
+    plots = write_plots(metrics, reports_dir / "plots")
+    banner = OFFLINE_BANNER if metrics.get("offline_default") else ""
+    with atomic_open(reports_dir / "summary.md") as handle:
+        handle.write(summary_markdown(sections, plots, title=title, banner=banner))
+    with atomic_open(reports_dir / "summary.html") as handle:
+        handle.write(summary_html(sections, plots, title=title, banner=banner))
+    return {"markdown": reports_dir / "summary.md", "html": reports_dir / "summary.html", "plots": plots}

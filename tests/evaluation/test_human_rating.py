@@ -1,0 +1,165 @@
+"""Human rating: blind sheets and key, import into the same scoring and kappa, and the HTML form
+driven in a real headless browser (choose answers, save the CSV download, import it)."""
+
+import csv
+
+import pytest
+
+from pipelines.evaluation.hts import DIMENSIONS, HTSItem, tuned_position
+from pipelines.evaluation.human_form import render_form, write_form, write_rating_pack
+from pipelines.evaluation.human_sheets import HUMAN_SALT, SHEET_COLUMNS, read_csv, read_ratings, write_sheets
+from pipelines.evaluation.scoring import hts_scores
+from tests.evaluation.browser import wait_for_file
+
+ITEMS = [
+    HTSItem(f"item{i}", f"Topic {i} <b>", f'Answer "{i}", with a comma', f"TUNED {i}\nline two", f"BASE {i}")
+    for i in range(6)
+]
+
+
+def fill(path, choose):
+    """Fill a sheet as a rater would in a spreadsheet: ``choose(row) -> choice``."""
+    rows = read_csv(path)
+    for row in rows:
+        row["choice"] = choose(row)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def picks_tuned(row):
+    return "A" if row["reply_a"].startswith("TUNED") else "B"
+
+
+def test_sheets_are_blind_complete_and_seeded(tmp_path):
+    sheets = write_sheets(tmp_path, ITEMS, ["Ann Lee", "Bo"], seed=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["key.csv", "sheet_Ann_Lee.csv", "sheet_Bo.csv"]
+    rows = read_csv(tmp_path / "sheet_Ann_Lee.csv")
+    assert list(rows[0]) == list(SHEET_COLUMNS) and len(rows) == 6 * 3
+    assert [r["row"] for r in rows] == [str(i) for i in range(1, 19)]
+    assert all(r["choice"] == "" and r["rater"] == "Ann Lee" for r in rows)
+    text = (tmp_path / "sheet_Ann_Lee.csv").read_text(encoding="utf-8-sig")
+    assert not any(i.id in text for i in ITEMS) and "position" not in text  # ids and positions hidden
+    key = {r["item_key"]: r for r in read_csv(tmp_path / "key.csv")}
+    for row in rows:
+        entry = key[row["item_key"]]
+        assert entry["tuned_position"] == tuned_position(entry["item_id"], 4, salt=HUMAN_SALT)
+        tuned_reply = row["reply_a"] if entry["tuned_position"] == "A" else row["reply_b"]
+        assert tuned_reply.startswith("TUNED")
+    assert {r["dimension"] for r in rows} == set(DIMENSIONS)
+    # seeded: the same call gives the same sheets; raters see different orders
+    assert write_sheets(tmp_path / "again", ITEMS, ["Ann Lee", "Bo"], seed=4) == sheets
+    assert [r["item_key"] for r in sheets["Ann Lee"]] != [r["item_key"] for r in sheets["Bo"]]
+    sampled = write_sheets(tmp_path / "sample", ITEMS, ["Ann Lee"], seed=4, sample=2)["Ann Lee"]
+    assert len(sampled) == 6 and len({r["item_key"] for r in sampled if r["dimension"] == "safety"}) == 2
+    with pytest.raises(ValueError, match="distinct"):
+        write_sheets(tmp_path, ITEMS, ["a b", "a_b"])
+
+
+def test_filled_sheets_import_into_scores_and_kappa(tmp_path):
+    write_sheets(tmp_path, ITEMS, ["Ann", "Bo", "Cy"], seed=1)
+    fill(tmp_path / "sheet_Ann.csv", picks_tuned)
+    fill(tmp_path / "sheet_Bo.csv", picks_tuned)
+    fill(tmp_path / "sheet_Cy.csv", lambda row: "equal" if row["dimension"] == "safety" else picks_tuned(row))
+    paths = sorted(tmp_path.glob("sheet_*.csv"))
+    judgments, problems = read_ratings(paths, tmp_path / "key.csv")
+    assert problems == [] and len(judgments) == 3 * 18
+    scores = hts_scores(judgments, resamples=100)
+    assert scores["humanized"]["score"] == 100.0 and scores["teaching"]["score"] == 100.0
+    assert scores["safety"]["score"] == pytest.approx(100 * (2 * 6 * 4 + 6 * 2) / (18 * 4))
+    assert scores["humanized"]["kappa"] is None  # all in one category: undefined
+    assert scores["safety"]["raters"] == 3 and scores["safety"]["kappa"] == pytest.approx(-0.5)
+
+
+def test_import_counts_bad_rows(tmp_path):
+    write_sheets(tmp_path, ITEMS[:2], ["Ann"], seed=0)
+    path = tmp_path / "sheet_Ann.csv"
+    rows = read_csv(path)
+    rows[0]["choice"], rows[1]["choice"], rows[2]["choice"] = "b", "maybe", ""
+    rows[3]["item_key"] = "kforged"
+    rows.append(dict(rows[0]))  # a duplicate
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    judgments, problems = read_ratings([path], tmp_path / "key.csv")
+    assert len(judgments) == 5 and judgments[0].choice == "B" and judgments[0].ok
+    assert [j.error for j in judgments[1:3]] == ["verdict 'maybe' is not A, B or equal", "not rated"]
+    assert problems == ["sheet_Ann.csv:5: unknown item key 'kforged'", "sheet_Ann.csv:8: Ann rated "
+                        f"{rows[0]['item_key']} / {rows[0]['dimension']} twice"]
+    (tmp_path / "bad.csv").write_text("who,what\nx,y\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="needs columns"):
+        read_ratings([tmp_path / "bad.csv"], tmp_path / "key.csv")
+
+
+def test_rating_pack(tmp_path):
+    paths = write_rating_pack(tmp_path, ITEMS, ["Ann", "Bo"], dimensions=["safety"], seed=3, language="zh")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["form.html", "key.csv", "sheet_Ann.csv", "sheet_Bo.csv"]
+    assert paths["form"].read_text(encoding="utf-8").count('class="item"') == 2 * 6
+    assert len(read_csv(paths["sheets"][1])) == 6 and len(read_csv(paths["key"])) == 6
+
+
+def test_form_is_self_contained_and_escaped(tmp_path):
+    sheets = write_sheets(tmp_path, ITEMS[:2], ["Ann"], seed=0)
+    page = render_form(sheets, language="zh")
+    assert "<script src" not in page and "http://" not in page and "https://" not in page
+    assert "Topic 0 &lt;b&gt;" in page and "<b>Topic" not in page
+    assert "1.1 以学生的口吻作答" in page and "A 更好" in page
+    with pytest.raises(ValueError, match="language"):
+        render_form(sheets, language="fr")
+
+
+def test_form_in_a_headless_browser(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver, downloads = browser
+    sheets = write_sheets(tmp_path, ITEMS[:4], ["Ann", "Bo Li"], seed=2)
+    form = tmp_path / "form.html"
+    write_form(form, sheets, title="Rating test")
+    driver.get(form.as_uri())
+    assert driver.title == "Rating test"
+    Select(driver.find_element(By.ID, "rater")).select_by_value("Bo Li")
+    section = driver.find_element(By.CSS_SELECTOR, 'section[data-slug="Bo_Li"]')
+    assert section.is_displayed()
+    assert not driver.find_element(By.CSS_SELECTOR, 'section[data-slug="Ann"]').is_displayed()
+    items = section.find_elements(By.CSS_SELECTOR, ".item")
+    assert len(items) == 12
+    expected = {}
+    for index, item in enumerate(items[:-1]):  # the last row stays unanswered
+        reply_a = item.find_elements(By.CSS_SELECTOR, ".reply")[0].text
+        choice = "equal" if index % 4 == 0 else ("A" if reply_a.startswith("TUNED") else "B")
+        item.find_element(By.CSS_SELECTOR, f'input[value="{choice}"]').click()
+        expected[(item.get_attribute("data-key"), item.get_attribute("data-dimension"))] = choice
+    items[1].find_element(By.TAG_NAME, "textarea").send_keys('too "formal", a bit long')
+    assert driver.find_element(By.ID, "status").text.startswith("11 / 12")
+    driver.refresh()  # answers survive a reload (browser storage)
+    Select(driver.find_element(By.ID, "rater")).select_by_value("Bo Li")
+    assert driver.find_element(By.ID, "status").text.startswith("11 / 12")
+    section = driver.find_element(By.CSS_SELECTOR, 'section[data-slug="Bo_Li"]')
+    items = section.find_elements(By.CSS_SELECTOR, ".item")
+    assert items[1].find_element(By.TAG_NAME, "textarea").get_attribute("value") == 'too "formal", a bit long'
+    driver.find_element(By.ID, "save").click()
+    saved = wait_for_file(downloads, "ratings_Bo_Li*.csv")
+
+    rows = read_csv(saved)
+    assert len(rows) == 12 and {r["rater"] for r in rows} == {"Bo Li"}
+    assert {(r["item_key"], r["dimension"]): r["choice"] for r in rows if r["choice"]} == expected
+    assert rows[1]["comment"] == 'too "formal", a bit long'
+    judgments, problems = read_ratings([saved], tmp_path / "key.csv")
+    assert problems == [] and len(judgments) == 12
+    assert sum(j.outcome is None for j in judgments) == 1
+    scored = [j for j in judgments if j.outcome]
+    assert {j.outcome for j in scored} == {"better", "equal"}
+    scores = hts_scores(judgments, resamples=50)
+    assert sum(s["n"] for s in scores.values()) == 11 and sum(s["failed"] for s in scores.values()) == 1
+
+
+def test_no_browser_means_a_skip_that_says_why(monkeypatch, tmp_path):
+    from tests.evaluation import browser as helper
+
+    monkeypatch.setattr(helper, "_which", lambda names: None)
+    monkeypatch.setattr(helper, "_install_chromium", lambda: "apt-get is not available")
+    with pytest.raises(pytest.skip.Exception, match="none could be installed: apt-get is not available"):
+        helper.start_browser(tmp_path)

@@ -1,0 +1,122 @@
+"""Report generation from fixture metrics: tables laid out like the papers', provenance and
+offline-default labels under every table, a self-contained HTML page, and the PNG plots."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pipelines.evaluation.human_sheets import read_csv
+from pipelines.evaluation.plot_data import write_plot_data
+from pipelines.evaluation.report_render import table_html, table_markdown
+from pipelines.evaluation.report_tables import hts_cell, kgc_table, provenance_line, tagging_table
+from pipelines.evaluation.summary import build_sections, write_summary
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "metrics.json").read_text(encoding="utf-8"))
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_tagging_table_has_the_table_4_layout():
+    table = tagging_table(FIXTURE["tagging"], offline=True)
+    assert table.columns == ["Metric", "Model", "Embedding similarity", "Single LLM", "Multi-agent team"]
+    assert table.rows[0] == ["Accuracy", "base", "**67.4**", "50.0", "62.5"]
+    assert table.rows[1] == ["", "tuned (SFT)", "-", "58.3", "**70.8**"]
+    assert [r[0] for r in table.rows] == ["Accuracy", "", "Precision", "", "Recall", "", "F1-score", ""]
+    assert table.rows[6] == ["F1-score", "base", "62.0", "**66.7**", "**66.7**"]  # ties both bold
+    markdown = table_markdown(table)
+    assert markdown.splitlines()[2] == "| Metric | Model | Embedding similarity | Single LLM | Multi-agent team |"
+    assert markdown.splitlines()[3] == "|---|---:|---:|---:|---:|"
+    assert markdown.rstrip().endswith(
+        "*Data: demo tagging pairs (test split, 24 pairs); models: SmolLM2-135M-Instruct base and its SFT adapter. "
+        "Offline default: small CPU models on the demo data, not comparable to the papers' numbers.*"
+    )
+    # a generate-stage metrics.json (top-level "systems") is one model
+    single = tagging_table({"systems": FIXTURE["tagging"]["models"]["base"]["systems"]})
+    assert [r[1] for r in single.rows] == ["model"] * 4 and "Offline default" not in single.note
+
+
+def test_kgc_table_groups_tasks_and_shows_gains():
+    table = kgc_table(FIXTURE["kgc"])
+    assert table.groups == [("", 1), ("NER", 2), ("RE", 1), ("EE", 1)]
+    assert table.rows[1] == ["CooperKGC team (0-shot)", "61.3 (+10.7)", "60.2 (+3.4)", "45.7 (+33.2)", "47.2 (+26.5)"]
+    assert table.rows[0] == ["Single expert (0-shot)", "50.6", "56.8", "12.5", "20.7"]
+    page = table_html(table)
+    assert '<th colspan="2">NER</th>' in page and "<td>61.3 (+10.7)</td>" in page
+    assert "Columns by task: NER: CoNLL++, MSRA; RE: NYT11-HRL; EE: ACE05." in table_markdown(table)
+
+
+def test_hts_cells_and_provenance():
+    assert hts_cell({"score": 74.8, "kappa": 0.42, "ci": [66.0, 82.5]}) == "74.8 (0.42) [66.0, 82.5]"
+    assert hts_cell({"score": 50.0, "kappa": None, "ci": None}) == "50.0 (-)"
+    assert hts_cell(None) == "-" and hts_cell({"score": None}) == "-"
+    assert provenance_line("x.", offline=False) == "x."
+    assert provenance_line(None, offline=False).startswith("Provenance")
+
+
+def test_sections_cover_every_metrics_section():
+    sections = dict(build_sections(FIXTURE))
+    assert list(sections) == [
+        "Knowledge tagging",
+        "Knowledge graph construction",
+        "Tutoring dialogues (HTS)",
+        "Tuned vs base",
+        "Fine-tuning",
+    ]
+    hts = sections["Tutoring dialogues (HTS)"]
+    assert [t.title for t in hts] == [
+        "Table 1 layout: fine-tuned models vs their raw models (HTS)",
+        "Table 3 layout: ablations of the RAM2C team vs the full team (HTS)",
+    ]
+    assert hts[0].columns == ["Comparison", "H", "T", "S"]
+    assert hts[0].rows == [["SmolLM2 DPO vs base", "74.8 (0.42) [66.0, 82.5]", "65.2 (0.45) [57.1, 73.0]",
+                            "73.3 (-) [65.0, 80.8]"]]
+    assert hts[1].rows[0][3] == "-"
+    deltas = sections["Tuned vs base"][0]
+    assert deltas.rows[0] == ["tagging", "team", "accuracy", "62.5", "70.8", "+8.3", "[-4.2, +20.8]", "24"]
+    assert deltas.rows[1][3:7] == ["50.0", "74.8", "+24.8", "[+16.0, +32.5]"]
+    assert sections["Fine-tuning"][0].rows == [["sft", "SFT LoRA", "4", "2.400", "1.800"],
+                                               ["dpo", "DPO LoRA", "3", "0.693", "0.660"]]
+    rounds = sections["Knowledge graph construction"][1]
+    assert rounds.columns[-1] == "Round 4" and rounds.rows[1] == ["RE", "30.0", "41.0", "44.0", "45.7", "-"]
+    assert all(t.note for _, tables in build_sections(FIXTURE) for t in tables)
+
+
+def test_summary_files_are_written_self_contained(tmp_path):
+    out = write_summary(FIXTURE, tmp_path, title="Fixture report")
+    names = ["tagging_prf1.png", "kgc_f1_rounds.png", "hts_scores.png", "training_loss.png"]
+    assert [p.name for p in out["plots"]] == names
+    for plot in out["plots"]:
+        data = plot.read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000
+    markdown = out["markdown"].read_text(encoding="utf-8")
+    assert markdown.startswith("# Fixture report\n\n> Offline default:")
+    assert markdown.count("Offline default: small CPU models") == 7  # under every table
+    assert "![hts_scores](plots/hts_scores.png)" in markdown
+    page = out["html"].read_text(encoding="utf-8")
+    assert page.count("data:image/png;base64,") == 4
+    assert not re.search(r'(src|href)="(?!data:)', page)  # nothing loaded from elsewhere
+    assert page.count("<table>") == 7 and page.count('class="note"') == 7
+    assert "<b>70.8</b>" in page
+
+
+def test_missing_sections_are_left_out(tmp_path):
+    out = write_summary({"tagging": FIXTURE["tagging"]}, tmp_path)
+    assert [p.name for p in out["plots"]] == ["tagging_prf1.png"]
+    assert "Offline default" not in out["markdown"].read_text(encoding="utf-8")
+    with pytest.raises(KeyError):
+        write_summary({"tagging": {"provenance": "x"}}, tmp_path / "bad")
+
+
+def test_plot_data_for_dvc_plots(tmp_path):
+    paths = write_plot_data(FIXTURE, tmp_path)
+    names = ["tagging_prf1.csv", "kgc_f1_rounds.csv", "hts_scores.csv", "training_loss.csv"]
+    assert [p.name for p in paths] == names
+    lines = (tmp_path / "training_loss.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[:2] == ["run,step,loss", "sft,1,2.4"]  # no BOM before the header
+    assert len(read_csv(tmp_path / "tagging_prf1.csv")) == (3 + 2) * 3
+    rounds = read_csv(tmp_path / "kgc_f1_rounds.csv")
+    assert len(rounds) == 5 + 4 + 5 and rounds[-1] == {"series": "EE", "round": "4", "f1": "0.47"}
+    hts = read_csv(tmp_path / "hts_scores.csv")
+    assert len(hts) == 5 and hts[2] == {"comparison": "SmolLM2 DPO vs base", "dimension": "safety", "score": "73.3",
+                                        "low": "65.0", "high": "80.8", "kappa": ""}
