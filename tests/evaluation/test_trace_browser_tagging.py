@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipelines.evaluation.trace_browser import group_samples, read_trace_rows, write_trace_browser
 from pipelines.evaluation.trace_story import sample_outcome
-from pipelines.llm.client import LLMRuntime
+from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging
 from tests.tagging.regression.scenario import backend, config_data
@@ -17,7 +17,7 @@ def test_tagging_traces_in_the_browser(tmp_path: Path):
     data = config_data(tmp_path)
     data["systems"] = ["team"]
     cfg = TaggingConfig.model_validate(data)
-    runtime = LLMRuntime(cfg.llm, backends={cfg.llm.default.model_dump_json(): backend()})
+    runtime = LLMRuntime(cfg.llm, backends={backend_key(cfg.llm.default): backend()})
     generate_tagging(cfg, root=tmp_path, runtime=runtime)
     traces = tmp_path / "generated" / "traces.jsonl"
     lines = (tmp_path / "generated" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
