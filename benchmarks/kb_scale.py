@@ -8,10 +8,16 @@ and not the model is measured), then reports:
 
 - build throughput (chunks/s), store size on disk;
 - a no-op incremental rebuild (every chunk unchanged) and its time;
-- dense query latency p50/p95 (one query, top-10) and multi-query latency (3 queries, fused).
+- dense query latency p50/p95 (one query, top-10) and multi-query latency (3 queries, fused);
+- peak memory of the build: Python heap (tracemalloc: our loading, ids, batches, Chroma's Python
+  side) and the process's peak RSS growth (also Chroma's native HNSW index), total and per 100k chunks.
 
-Run: ``python benchmarks/kb_scale.py [--chunks 100000] [--dim 384] [--queries 200]``; results go
-to ``reports/benchmarks/kb_scale.json`` and stdout.
+``--sizes 10000,20000,40000`` runs one fresh build per size, each in its own process (so peak RSS
+is that build's), without the query timings, and reports how memory per chunk changes with size.
+
+Run: ``python benchmarks/kb_scale.py [--chunks 100000] [--dim 384] [--queries 200]`` or
+``python benchmarks/kb_scale.py --sizes 10000,20000,40000``; results go to
+``reports/benchmarks/kb_scale.json`` (``kb_memory.json`` for ``--sizes``) and stdout.
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ import asyncio
 import hashlib
 import json
 import random
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -84,16 +94,77 @@ def percentile(values: list[float], q: float) -> float:
     return round(float(np.percentile(np.array(values) * 1000, q)), 2)
 
 
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _memory_scaling(args: argparse.Namespace) -> dict:
+    """One child process per size (``--memory-only``), then the per-100k-chunk figures side by side."""
+    rows = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        cmd = [sys.executable, __file__, "--chunks", str(size), "--dim", str(args.dim), "--memory-only"]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        rows.append(json.loads(out.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    result = {"dim": args.dim, "builds": rows}
+    write_json_atomic(Path(args.out).with_name("kb_memory.json"), result)
+    return result
+
+
+def _config() -> BuildKBConfig:
+    return BuildKBConfig.model_validate(
+        {
+            "sources": [{"name": "generated", "kind": "class_records", "path": "corpus.jsonl", "id_field": "id"}],
+            "chunking": {"size": 200, "overlap": 40, "min_length": 20},
+            "store": {"path": "kb"},
+            "quality": {"enabled": False},
+        }
+    )
+
+
+def _measured_build(work: Path, dim: int) -> dict:
+    """A fresh build of ``work/corpus.jsonl`` with peak Python heap and peak RSS growth."""
+    rss_before = _rss_mb()
+    tracemalloc.start()
+    start = time.perf_counter()
+    metrics = build_knowledge_base(
+        _config(), RetrievalConfig().groups, root=work, embedder=RandomEmbedder(dim), progress=False
+    )
+    seconds = time.perf_counter() - start
+    _, heap_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss_growth = _rss_mb() - rss_before
+    n = metrics["chunks"]
+    return {
+        "chunks": n,
+        "build_s": round(seconds, 1),
+        "build_chunks_per_s": round(n / seconds, 1),
+        "peak_python_heap_mb": round(heap_peak / 2**20, 1),
+        "peak_rss_growth_mb": round(rss_growth, 1),
+        "python_heap_mb_per_100k": round(heap_peak / 2**20 * 100_000 / n, 1),
+        "rss_growth_mb_per_100k": round(rss_growth * 100_000 / n, 1),
+        "python_heap_bytes_per_chunk": round(heap_peak / n),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=384, help="vector size (MiniLM 384, BGE-M3 1024)")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--sizes", help="comma-separated chunk counts: memory scaling, one build per size")
+    parser.add_argument("--memory-only", action="store_true", help="one measured build, no query timings")
     parser.add_argument("--out", default="reports/benchmarks/kb_scale.json")
     args = parser.parse_args(argv)
+    if args.sizes:
+        return _memory_scaling(args)
     work = Path(tempfile.mkdtemp(prefix="kb_scale_"))
     try:
         write_corpus(work / "corpus.jsonl", args.chunks)
+        if args.memory_only:
+            row = _measured_build(work, args.dim)
+            print(json.dumps(row))
+            return row
         cfg = BuildKBConfig.model_validate(
             {
                 "sources": [{"name": "generated", "kind": "class_records", "path": "corpus.jsonl", "id_field": "id"}],

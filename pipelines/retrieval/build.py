@@ -1,21 +1,30 @@
-"""Build (or incrementally rebuild) the knowledge bases from the configured sources.
+"""Build (or incrementally rebuild) the knowledge bases from the configured sources, streamed.
 
-Order matters for safety: (1) every source is read, validated and chunked; (2) the store is
-read to find which chunks are new, changed, unchanged or gone; (3) only new and changed chunks
-are embedded; (4) only then is the store written. Any error in steps 1-3 (a corrupt file, a
-wrong CSV field, a missing folder, a model that fails) leaves the previous knowledge base
-exactly as it was and still queryable.
+Order matters for safety: (1) every source is read, validated and chunked (only chunk ids are
+kept); (2) the store's ids and metadata digests are read; (3) the sources are read again and only
+new chunks are embedded, batch by batch, into a spill folder on disk (:mod:`spill`); (4) only then
+is the store written: new chunks first, then changed metadata, then deletions, so a crash
+mid-write never leaves a kind half empty. A kind built from empty (new, or built by another
+embedder) is written under a staging name and swapped in when complete. Any error in steps 1-3 (a
+corrupt file, a wrong CSV field, a missing folder, a model that fails) leaves the previous
+knowledge base exactly as it was and still queryable. Memory holds ids, never all texts or vectors.
 
-Chunk id = ``<kind>-`` + sha1(source document id, position, text)[:20]: an unchanged chunk keeps
-its id and is not embedded again; an edited chunk gets a new id at the same (document, position)
-and replaces the old one; chunks whose document disappeared are deleted.
+Chunk id = ``<kind>-`` + sha1(document id, chunk text, occurrence of that text in the document)[:20];
+the chunk's position is metadata. Inserting a sentence re-embeds only the chunks it changes (the
+later chunks keep their ids and get their new position as a metadata update); chunks whose
+document disappeared are deleted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import sys
+import tempfile
 import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +32,15 @@ from typing import Any
 from tqdm import tqdm
 
 from pipelines.retrieval.chunking import chunk_text
-from pipelines.retrieval.config import KINDS, BuildKBConfig
+from pipelines.retrieval.config import KINDS, BuildKBConfig, SourceConfig
 from pipelines.retrieval.embedders import Embedder, build_embedder
-from pipelines.retrieval.loaders import Document, KBBuildError, LoadStats, list_files, load_source
+from pipelines.retrieval.loaders import Document, KBBuildError, LoadStats, iter_documents, list_files
+from pipelines.retrieval.spill import Spill
 from pipelines.retrieval.store import KnowledgeStore, sparse_to_meta
 
 log = logging.getLogger(__name__)
+EMBED_BATCH = 256
+WRITE_BATCH = 2048
 
 
 @dataclass
@@ -47,9 +59,15 @@ class LoadedSources:
     missing_optional: list[str] = field(default_factory=list)
 
 
-def chunk_id(kind: str, doc_id: str, position: int, text: str) -> str:
-    digest = hashlib.sha1(f"{doc_id}\x1f{position}\x1f{text}".encode()).hexdigest()[:20]
+def chunk_id(kind: str, doc_id: str, text: str, occurrence: int = 0) -> str:
+    digest = hashlib.sha1(f"{doc_id}\x1f{text}\x1f{occurrence}".encode()).hexdigest()[:20]
     return f"{kind}-{digest}"
+
+
+def meta_digest(meta: dict[str, Any]) -> bytes:
+    """Short digest of chunk metadata (key set and values; the sparse weights left out)."""
+    plain = {k: v for k, v in meta.items() if k != "sparse"}
+    return hashlib.blake2b(json.dumps(plain, sort_keys=True, ensure_ascii=False).encode(), digest_size=8).digest()
 
 
 def groups_of(kind: str, groups: dict[str, list[str]]) -> str:
@@ -58,71 +76,171 @@ def groups_of(kind: str, groups: dict[str, list[str]]) -> str:
 
 
 def document_chunks(doc: Document, cfg: BuildKBConfig, groups: dict[str, list[str]]) -> list[Chunk]:
-    texts = chunk_text(doc.text, cfg.chunking.size, cfg.chunking.overlap, cfg.chunking.min_length)
-    return [
-        Chunk(
-            chunk_id(doc.kind, doc.doc_id, position, text),
-            text,
-            {
-                "kind": doc.kind,
-                "group": groups_of(doc.kind, groups),
-                "file": doc.file,
-                "doc": doc.doc_id,
-                "position": position,
-                "language": doc.language,
-                **doc.metadata,
-            },
-        )
-        for position, text in enumerate(texts)
-    ]
+    size, overlap, min_length = cfg.chunking.size, cfg.chunking.overlap, cfg.chunking.min_length
+    texts = chunk_text(doc.text, size, overlap, min_length, line_breaks=doc.line_breaks)
+    seen: Counter[str] = Counter()
+    doc_id = sys.intern(doc.doc_id)
+    chunks = []
+    for position, text in enumerate(texts):
+        meta = {
+            "kind": doc.kind,
+            "group": groups_of(doc.kind, groups),
+            "file": doc.file,
+            "doc": doc_id,
+            "position": position,
+            "language": doc.language,
+            **doc.metadata,
+        }
+        chunks.append(Chunk(chunk_id(doc.kind, doc_id, text, seen[text]), text, meta))
+        seen[text] += 1
+    return chunks
 
 
-def load_all(cfg: BuildKBConfig, groups: dict[str, list[str]], root: Path) -> LoadedSources:
-    """Step 1: read and chunk every source; raises KBBuildError before anything is written."""
-    loaded = LoadedSources()
+def _source_chunks(
+    src: SourceConfig, cfg: BuildKBConfig, groups: dict[str, list[str]], root: Path, loaded: LoadedSources
+) -> Iterator[Chunk]:
+    """The chunks of one source in order, at most ``max_chunks`` (the rest are counted as capped)."""
+    kept = 0
+    for doc in iter_documents(src, root, loaded.stats):
+        loaded.documents += 1
+        for chunk in document_chunks(doc, cfg, groups):
+            if src.max_chunks is not None and kept >= src.max_chunks:
+                loaded.chunks_capped += 1
+                continue
+            kept += 1
+            yield chunk
+
+
+def iter_chunks(cfg: BuildKBConfig, groups: dict[str, list[str]], root: Path, loaded: LoadedSources) -> Iterator[Chunk]:
+    """Every chunk of every source (missing optional sources are noted in ``loaded`` and skipped)."""
+    present = []
     for src in cfg.sources:
         if src.optional and not (root / src.path).exists():
             log.warning("optional source '%s' left out: %s not found", src.name, root / src.path)
             loaded.missing_optional.append(src.name)
             continue
-        list_files(src, root)  # a missing required path fails here with a clear message
-        docs = load_source(src, root, loaded.stats)
-        loaded.documents += len(docs)
-        chunks = [chunk for doc in docs for chunk in document_chunks(doc, cfg, groups)]
-        if src.max_chunks is not None and len(chunks) > src.max_chunks:
-            loaded.chunks_capped += len(chunks) - src.max_chunks
-            chunks = chunks[: src.max_chunks]
-        loaded.chunks[src.kind].extend(chunks)
-        log.info("source %s: %d documents, %d chunks (%s)", src.name, len(docs), len(chunks), src.kind)
+        list_files(src, root)  # a missing required path fails here, before any source is read
+        present.append(src)
+    for src in present:
+        yield from _source_chunks(src, cfg, groups, root, loaded)
+
+
+def load_all(cfg: BuildKBConfig, groups: dict[str, list[str]], root: Path) -> LoadedSources:
+    """Every chunk in memory, duplicates (same id) removed: for tests and small corpora only."""
+    loaded = LoadedSources()
+    for chunk in iter_chunks(cfg, groups, root, loaded):
+        loaded.chunks[chunk.metadata["kind"]].append(chunk)
     for kind, chunks in loaded.chunks.items():
-        unique = {c.id: c for c in chunks}
-        loaded.chunks[kind] = list(unique.values())
+        loaded.chunks[kind] = list({c.id: c for c in chunks}.values())
     return loaded
 
 
-def _plan(kind: str, chunks: list[Chunk], stored: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Step 2: which ids to embed, delete or relabel, and the new/changed/deleted counts."""
-    new_ids = {c.id for c in chunks}
-    slot = {(m.get("doc"), m.get("position")): i for i, m in stored.items()}
-    new_slots = {(c.metadata["doc"], c.metadata["position"]) for c in chunks}
-    to_embed = [c for c in chunks if c.id not in stored]
-    to_delete = [i for i in stored if i not in new_ids]
-    changed = sum(1 for c in to_embed if (c.metadata["doc"], c.metadata["position"]) in slot)
-    gone = sum(1 for i in to_delete if (stored[i].get("doc"), stored[i].get("position")) not in new_slots)
-    relabel = [c for c in chunks if c.id in stored and _meta_differs(stored[c.id], c.metadata)]
-    return {
-        "embed": to_embed,
-        "delete": to_delete,
-        "relabel": relabel,
-        "new": len(to_embed) - changed,
-        "changed": changed,
-        "deleted": gone,
-        "unchanged": len(chunks) - len(to_embed),
-    }
+@dataclass
+class KindPlan:
+    """What the build does to one kind: ``wanted`` ids (step 1), ``stored`` id -> (document, metadata
+    digest) of the chunks not yet matched (step 2; what is left at the end is deleted)."""
+
+    kind: str
+    wanted: set[str] = field(default_factory=set)
+    stored: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    rebuild: bool = False
+    replaced: bool = False
+    chunks: int = 0
+    unchanged: int = 0
+    added: Counter[str] = field(default_factory=Counter)
+    spill: Spill | None = None
+
+    def counts(self) -> dict[str, int]:
+        """new / changed / deleted: per document, an added chunk paired with a removed one is a change."""
+        removed = Counter(doc for doc, _ in self.stored.values())
+        changed = sum(min(n, removed[doc]) for doc, n in self.added.items())
+        return {
+            "new": sum(self.added.values()) - changed,
+            "changed": changed,
+            "deleted": sum(removed.values()) - changed,
+        }
 
 
-def _meta_differs(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return any(stored.get(k) != v for k, v in wanted.items() if k != "sparse")
+def _plan_kinds(store: KnowledgeStore, identity: str, loaded_ids: dict[str, set[str]]) -> dict[str, KindPlan]:
+    plans = {}
+    for kind in KINDS:
+        plan = KindPlan(kind, wanted=loaded_ids[kind], chunks=len(loaded_ids[kind]))
+        stored_identity = store.embedder_of(kind)
+        plan.rebuild = stored_identity != identity
+        plan.replaced = stored_identity is not None and plan.rebuild
+        if not plan.rebuild:
+            plan.stored = {
+                chunk_id: (sys.intern(str(meta.get("doc"))), meta_digest(meta))
+                for chunk_id, meta in store.iter_metadata(kind)
+            }
+        plans[kind] = plan
+    return plans
+
+
+def _embed_into_spill(
+    chunks: Iterator[Chunk], plans: dict[str, KindPlan], embedder: Embedder, folder: Path, bar: tqdm
+) -> None:
+    """Step 3: embed every chunk that is not stored yet into the spill files; note relabels."""
+    pending: dict[str, list[Chunk]] = {k: [] for k in KINDS}
+
+    def flush(kind: str) -> None:
+        batch, plan = pending[kind], plans[kind]
+        if not batch:
+            return
+        encoded = embedder.encode_documents([c.text for c in batch])
+        metas = [dict(c.metadata) for c in batch]
+        if encoded.sparse is not None:
+            for meta, weights in zip(metas, encoded.sparse, strict=False):
+                meta["sparse"] = sparse_to_meta(weights)
+        plan.spill = plan.spill or Spill(folder, kind)
+        plan.spill.add([c.id for c in batch], [c.text for c in batch], metas, encoded.dense)
+        bar.update(len(batch))
+        pending[kind] = []
+
+    for chunk in chunks:
+        kind = chunk.metadata["kind"]
+        plan = plans[kind]
+        if chunk.id not in plan.wanted:
+            continue  # a duplicate of a chunk already handled
+        plan.wanted.discard(chunk.id)
+        if chunk.id in plan.stored:
+            _, digest = plan.stored.pop(chunk.id)
+            if digest != meta_digest(chunk.metadata):
+                plan.spill = plan.spill or Spill(folder, kind)
+                plan.spill.add_relabel(chunk.id, chunk.metadata)
+            else:
+                plan.unchanged += 1
+            continue
+        plan.added[chunk.metadata["doc"]] += 1
+        pending[kind].append(chunk)
+        if len(pending[kind]) >= EMBED_BATCH:
+            flush(kind)
+    for kind in KINDS:
+        flush(kind)
+
+
+def _write(store: KnowledgeStore, plan: KindPlan, identity: str, bar: tqdm) -> None:
+    """Step 4 for one kind: new chunks, then metadata changes, then deletions (or a staging swap)."""
+    spill, kind = plan.spill, plan.kind
+    if plan.rebuild:
+        if not plan.chunks:
+            store.drop(kind)  # nothing of this kind any more: no vectors of another embedder left behind
+            return
+        if plan.replaced:
+            log.warning("kind %s was built by another embedder; rebuilding it under a staging name", kind)
+        staging = store.staging(kind, identity)
+        for ids, texts, vectors, metas in spill.batches(WRITE_BATCH) if spill else ():
+            store.upsert(kind, identity, ids, texts, vectors, metas, name=staging)
+            bar.update(len(ids))
+        store.promote(kind)
+        return
+    for ids, texts, vectors, metas in spill.batches(WRITE_BATCH) if spill else ():
+        store.upsert(kind, identity, ids, texts, vectors, metas)
+        bar.update(len(ids))
+    for ids, metas in spill.relabel_batches(WRITE_BATCH) if spill else ():
+        store.update_metadata(kind, ids, metas)
+    if plan.stored:
+        store.delete(kind, list(plan.stored))
 
 
 def build_knowledge_base(
@@ -136,60 +254,30 @@ def build_knowledge_base(
     """Build the store at ``cfg.store.path`` (relative to ``root``); returns the metrics dict."""
     root = Path(root)
     start = time.perf_counter()
-    loaded = load_all(cfg, groups, root)
-    total_chunks = sum(len(c) for c in loaded.chunks.values())
+    loaded = LoadedSources()
+    ids: dict[str, set[str]] = {k: set() for k in KINDS}
+    for chunk in iter_chunks(cfg, groups, root, loaded):  # step 1: validate everything, keep ids
+        ids[chunk.metadata["kind"]].add(chunk.id)
+    total_chunks = sum(len(v) for v in ids.values())
     if total_chunks == 0:
         raise KBBuildError("no chunks from any source; check build_kb.sources and build_kb.chunking.min_length")
     embedder = embedder or build_embedder(cfg.embedder)
     store = KnowledgeStore(root / cfg.store.path, cfg.store.collection_prefix)
-    plans: dict[str, dict[str, Any]] = {}
-    rebuilt: list[str] = []
-    for kind in KINDS:
-        stored_identity = store.embedder_of(kind)
-        if stored_identity is not None and stored_identity != embedder.identity:
-            rebuilt.append(kind)
-            stored: dict[str, dict[str, Any]] = {}
-        else:
-            stored = store.metadata_by_id(kind)
-        plans[kind] = _plan(kind, loaded.chunks[kind], stored)
-    # Step 3: embed everything needed before writing anything.
-    vectors: dict[str, Any] = {}
-    to_embed = sum(len(p["embed"]) for p in plans.values())
-    embed_start = time.perf_counter()
-    bar = tqdm(total=to_embed, desc="embedding chunks", unit="chunk", disable=not progress)
-    for kind, plan in plans.items():
-        texts = [c.text for c in plan["embed"]]
-        parts = []
-        for lo in range(0, len(texts), 256):
-            parts.append(embedder.encode_documents(texts[lo : lo + 256]))
-            bar.update(len(texts[lo : lo + 256]))
-        vectors[kind] = parts
-    bar.close()
-    embed_s = time.perf_counter() - embed_start
-    # Step 4: write.
-    bar = tqdm(total=to_embed, desc="storing chunks", unit="chunk", disable=not progress)
-    for kind, plan in plans.items():
-        if kind in rebuilt:
-            log.warning("kind %s was built by another embedder; rebuilding its collection", kind)
-            store.drop(kind)
-        if plan["delete"] and kind not in rebuilt:
-            store.delete(kind, plan["delete"])
-        if plan["relabel"]:
-            store.update_metadata(kind, [c.id for c in plan["relabel"]], [c.metadata for c in plan["relabel"]])
-        offset = 0
-        for part in vectors[kind]:
-            batch = plan["embed"][offset : offset + len(part.dense)]
-            metas = [dict(c.metadata) for c in batch]
-            if part.sparse is not None:
-                for meta, weights in zip(metas, part.sparse, strict=False):
-                    meta["sparse"] = sparse_to_meta(weights)
-            store.upsert(kind, embedder.identity, [c.id for c in batch], [c.text for c in batch], part.dense, metas)
-            offset += len(batch)
-            bar.update(len(batch))
-        if loaded.chunks[kind]:
-            store.collection(kind, embedder.identity)
-    bar.close()
+    store.recover()
+    plans = _plan_kinds(store, embedder.identity, ids)  # step 2
+    to_embed = sum(1 for p in plans.values() for i in p.wanted if i not in p.stored)
+    with tempfile.TemporaryDirectory(prefix="edumas-kb-spill-") as folder:
+        embed_start = time.perf_counter()
+        bar = tqdm(total=to_embed, desc="embedding chunks", unit="chunk", disable=not progress)
+        _embed_into_spill(iter_chunks(cfg, groups, root, LoadedSources()), plans, embedder, Path(folder), bar)
+        bar.close()
+        embed_s = time.perf_counter() - embed_start
+        bar = tqdm(total=to_embed, desc="storing chunks", unit="chunk", disable=not progress)
+        for plan in plans.values():
+            _write(store, plan, embedder.identity, bar)
+        bar.close()
     seconds = time.perf_counter() - start
+    counts = [p.counts() for p in plans.values()]
     return {
         "files": loaded.stats.files,
         "empty_files_skipped": loaded.stats.empty_files,
@@ -197,15 +285,15 @@ def build_knowledge_base(
         "records_capped": loaded.stats.capped,
         "chunks_capped": loaded.chunks_capped,
         "chunks": total_chunks,
-        "chunks_by_kind": {k: len(v) for k, v in loaded.chunks.items()},
+        "chunks_by_kind": {k: p.chunks for k, p in plans.items()},
         "stored_by_kind": {k: store.count(k) for k in KINDS},
-        "new": sum(p["new"] for p in plans.values()),
-        "changed": sum(p["changed"] for p in plans.values()),
-        "deleted": sum(p["deleted"] for p in plans.values()),
-        "unchanged": sum(p["unchanged"] for p in plans.values()),
-        "relabelled": sum(len(p["relabel"]) for p in plans.values()),
+        "new": sum(c["new"] for c in counts),
+        "changed": sum(c["changed"] for c in counts),
+        "deleted": sum(c["deleted"] for c in counts),
+        "unchanged": sum(p.unchanged for p in plans.values()),
+        "relabelled": sum(p.spill.relabels for p in plans.values() if p.spill),
         "embedded": to_embed,
-        "rebuilt_kinds": rebuilt,
+        "rebuilt_kinds": [k for k, p in plans.items() if p.replaced],
         "optional_sources_missing": loaded.missing_optional,
         "embedder": embedder.identity,
         "seconds": round(seconds, 3),

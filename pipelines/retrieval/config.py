@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 
 KINDS = ("class_records", "teaching_theory", "psychology", "safety", "literature")
 Kind = Literal["class_records", "teaching_theory", "psychology", "safety", "literature"]
+
+# chunk metadata written by the build itself; a source field of the same name would overwrite it
+RESERVED_METADATA = ("kind", "group", "file", "doc", "position", "language", "sparse")
 
 SAFETY_CATEGORIES = (
     "crimes_and_illegal_activities",
@@ -31,8 +34,12 @@ class SourceConfig(StrictModel):
     ``.jsonl`` and ``.csv`` rows become documents through the field mapping: ``text_fields`` are
     joined (one per line) into the text, ``id_field`` names the record, ``metadata_fields`` are
     copied into chunk metadata (e.g. the safety ``category``). ``.txt``/``.md`` files are one document.
-    ``rows_per_document`` joins consecutive short rows (single utterances) into one document;
-    ``max_records`` caps the rows read and ``max_chunks`` the chunks kept (in file order).
+    ``rows_per_document`` joins consecutive short rows (single utterances) into documents of about
+    that many rows (at most twice as many): a group ends after a row whose content hash says so, so
+    inserting one row changes only its own group. ``dialogue: true`` makes every line break end a
+    sentence (one utterance per line, often without end punctuation). ``max_records`` caps the rows
+    read and ``max_chunks`` the chunks kept (in file order). Metadata field names may not be one of
+    the internal keys (:data:`RESERVED_METADATA`) nor start with ``_`` or ``chroma:``.
     """
 
     name: str = Field(min_length=1)
@@ -48,6 +55,19 @@ class SourceConfig(StrictModel):
     rows_per_document: int = Field(1, ge=1)
     max_chunks: int | None = Field(None, ge=1)
     extensions: list[Literal[".txt", ".md", ".jsonl", ".csv"]] = [".txt", ".md", ".jsonl", ".csv"]
+    dialogue: bool = False
+
+    @field_validator("metadata_fields")
+    @classmethod
+    def _no_reserved_names(cls, fields: list[str]) -> list[str]:
+        taken = [f for f in fields if f in RESERVED_METADATA or f.startswith(("_", "chroma:"))]
+        if taken:
+            raise ValueError(
+                f"metadata field(s) {taken} clash with the knowledge base's own chunk metadata "
+                f"({', '.join(RESERVED_METADATA)}; names starting with '_' or 'chroma:'); "
+                "remove them from metadata_fields or rename the field in the source file"
+            )
+        return fields
 
 
 class ChunkingConfig(StrictModel):

@@ -7,7 +7,9 @@
 
 Both load from a local path only (``local_files_only``), so nothing is downloaded at run time.
 ``encode_documents`` / ``encode_queries`` return :class:`Encoded`; queries get ``query_prefix``.
-``identity`` names model and settings; a store built by another identity is rebuilt, not mixed.
+``identity`` names the model folder, a fingerprint of its weights and configs (new weights in the
+same folder change it), the dtype and the max length; a store built by another identity is
+rebuilt, not mixed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
+from pipelines.models.fingerprint import folder_fingerprint
 from pipelines.retrieval.config import EmbedderConfig
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,13 @@ def _name(folder: Path) -> str:
     return "/".join(folder.resolve().parts[-2:])
 
 
+def model_identity(kind: str, folder: Path, *, dtype: str, max_length: int, extra: str = "") -> str:
+    """``<kind>:<name>:<weights fingerprint>:<dtype>:len<max_length>[:extra]``."""
+    fingerprint = folder_fingerprint(folder.resolve())[:16]
+    parts = [kind, _name(folder), fingerprint, dtype, f"len{max_length}"] + ([extra] if extra else [])
+    return ":".join(parts)
+
+
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -71,7 +81,10 @@ class SentenceTransformerEmbedder:
         self.cfg = cfg
         self.model = SentenceTransformer(str(folder), device=cfg.device, local_files_only=True)
         self.model.max_seq_length = min(cfg.max_length, self.model.max_seq_length or cfg.max_length)
-        self.identity = f"sentence_transformers:{_name(folder)}:len{self.model.max_seq_length}"
+        dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+        self.identity = model_identity(
+            "sentence_transformers", folder, dtype=dtype, max_length=self.model.max_seq_length
+        )
 
     def _encode(self, texts: list[str]) -> Encoded:
         if not texts:
@@ -105,7 +118,11 @@ class BGEM3Embedder:
             passage_max_length=cfg.max_length,
             query_instruction_for_retrieval=cfg.query_prefix or None,
         )
-        self.identity = f"bge_m3:{_name(folder)}:len{cfg.max_length}:sparse{int(cfg.sparse)}"
+        # FlagEmbedding halves the weights only off the CPU (it moves the model at the first encode)
+        dtype = "float16" if cfg.use_fp16 and not cfg.device.startswith("cpu") else "float32"
+        self.identity = model_identity(
+            "bge_m3", folder, dtype=dtype, max_length=cfg.max_length, extra=f"sparse{int(cfg.sparse)}"
+        )
 
     def _encode(self, texts: list[str], *, query: bool) -> Encoded:
         encode = self.model.encode_queries if query else self.model.encode_corpus

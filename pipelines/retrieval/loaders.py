@@ -1,6 +1,11 @@
 """Read knowledge-base sources into documents: .txt/.md (one document per file), .jsonl and .csv
 (one document per row, through the source's field mapping); folders are read recursively.
 
+Rows are streamed line by line (a file of a million rows is never held in memory). A document id
+is ``<source>/<file>#<record>``: the record is the row's ``id_field`` value or, without one, a
+hash of the row's text, so inserting a row shifts no other id (identical rows are one document).
+Row groups (``rows_per_document``) end at content-defined boundaries for the same reason.
+
 Any problem that would make a build wrong raises :class:`KBBuildError` naming the file (and line,
 byte offset or field) and the fix, before the store is touched. Empty files are skipped and counted.
 """
@@ -8,9 +13,10 @@ byte offset or field) and the fix, before the store is touched. Empty files are 
 from __future__ import annotations
 
 import csv
-import io
+import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,7 @@ class Document:
     language: str
     file: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    line_breaks: bool = False
 
 
 @dataclass
@@ -92,11 +99,9 @@ def _check_fields(src: SourceConfig, row: dict[str, Any], where: str) -> None:
         )
 
 
-def _record_text(src: SourceConfig, row: dict[str, Any], where: str) -> str:
+def _record_text(src: SourceConfig, row: dict[str, Any]) -> str:
     text = "\n".join(str(row[f]).strip() for f in src.text_fields if row[f] not in (None, ""))
-    for old, new in src.replace.items():
-        text = text.replace(old, new)
-    return text.strip()
+    return _plain_text(src, text)
 
 
 def _plain_text(src: SourceConfig, text: str) -> str:
@@ -105,11 +110,36 @@ def _plain_text(src: SourceConfig, text: str) -> str:
     return text.strip()
 
 
-def _rows(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
-    """(where, row) pairs of a .jsonl or .csv file."""
+class _Lines:
+    """Decoded lines of a file, read in binary so a bad byte is reported with its byte offset;
+    ``has_content`` tells afterwards whether any line held more than whitespace."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.has_content = False
+
+    def __iter__(self) -> Iterator[str]:
+        offset = 0
+        with open(self.path, "rb") as handle:
+            for raw in handle:
+                start = 3 if offset == 0 and raw.startswith(b"\xef\xbb\xbf") else 0
+                try:
+                    line = raw[start:].decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    at = offset + start + exc.start
+                    raise KBBuildError(
+                        f"{self.path}: not UTF-8 (invalid byte 0x{raw[start + exc.start]:02x} at byte offset {at}); "
+                        "re-save the file as UTF-8 or remove it from the source folder"
+                    ) from None
+                offset += len(raw)
+                self.has_content = self.has_content or not line.isspace()
+                yield line
+
+
+def _rows(path: Path, lines: _Lines) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, row) pairs of a .jsonl or .csv file, streamed."""
     if path.suffix.lower() == ".jsonl":
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
@@ -118,48 +148,91 @@ def _rows(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
                 raise KBBuildError(f"{path}:{number}: not valid JSON ({exc.msg}); fix or remove the line") from None
             if not isinstance(row, dict):
                 raise KBBuildError(f"{path}:{number}: expected a JSON object per line")
-            rows.append((f"{path}:{number}", row))
-        return rows
-    reader = csv.DictReader(io.StringIO(text))
-    return [(f"{path}:{number}", dict(row)) for number, row in enumerate(reader, start=2)]
+            yield f"{path}:{number}", row
+        return
+    for number, row in enumerate(csv.DictReader(lines), start=2):
+        yield f"{path}:{number}", dict(row)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _groups(
+    records: Iterator[tuple[str, dict[str, Any], str]], size: int
+) -> Iterator[list[tuple[str, dict[str, Any], str]]]:
+    """Consecutive (record, row, text) triples in groups of about ``size`` (at most ``2 * size``):
+    a group ends after a row whose text hash is 0 modulo ``size`` (content-defined boundaries)."""
+    group: list[tuple[str, dict[str, Any], str]] = []
+    for record in records:
+        group.append(record)
+        if int(_digest(record[2])[:8], 16) % size == 0 or len(group) >= 2 * size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def _document(src: SourceConfig, file_label: str, group: list[tuple[str, dict[str, Any], str]]) -> Document:
+    body = "\n".join(text for _, _, text in group)
+    extra = {name: ",".join(dict.fromkeys(str(row[name]) for _, row, _ in group)) for name in src.metadata_fields}
+    record = group[0][0] if len(group) == 1 else f"{group[0][0]}-{group[-1][0]}"
+    language = src.language if src.language != "auto" else detect_language(body)
+    return Document(f"{file_label}#{record}", body, src.kind, language, file_label, extra, src.dialogue)
+
+
+def iter_documents(src: SourceConfig, root: Path, stats: LoadStats | None = None) -> Iterator[Document]:
+    """The documents of one source in file order, at most ``max_records`` rows of them, streamed."""
+    stats = stats if stats is not None else LoadStats()
+    base = root / src.path
+    taken = [0]  # rows (or text files) read from this source so far, for max_records
+    for path in list_files(src, root):
+        stats.files += 1
+        rel = path.name if base.is_file() else path.relative_to(base).as_posix()
+        file_label = f"{src.name}/{rel}"
+        if path.suffix.lower() in (".txt", ".md"):
+            text = read_utf8(path)
+            if not text.strip():
+                stats.empty_files += 1
+                continue
+            if src.max_records is not None and taken[0] >= src.max_records:
+                stats.capped += 1
+                continue
+            taken[0] += 1
+            stats.records += 1
+            body = _plain_text(src, text)
+            if body:
+                language = src.language if src.language != "auto" else detect_language(body)
+                yield Document(f"{file_label}#0", body, src.kind, language, file_label, {}, src.dialogue)
+            else:
+                stats.empty_records += 1
+            continue
+        lines = _Lines(path)
+        for group in _groups(_records(src, path, lines, stats, taken), src.rows_per_document):
+            yield _document(src, file_label, group)
+        if not lines.has_content:
+            stats.empty_files += 1
+
+
+def _records(
+    src: SourceConfig, path: Path, lines: _Lines, stats: LoadStats, taken: list[int]
+) -> Iterator[tuple[str, dict, str]]:
+    """(record id, row, text) of the non-empty rows of one file; counts rows, empty rows and capped
+    rows (``taken[0]``: rows of this source read so far, against ``max_records``)."""
+    for where, row in _rows(path, lines):
+        _check_fields(src, row, where)
+        if src.max_records is not None and taken[0] >= src.max_records:
+            stats.capped += 1
+            continue
+        taken[0] += 1
+        stats.records += 1
+        text = _record_text(src, row)
+        if not text:
+            stats.empty_records += 1
+            continue
+        yield (str(row[src.id_field]) if src.id_field else f"h{_digest(text)[:12]}"), row, text
 
 
 def load_source(src: SourceConfig, root: Path, stats: LoadStats | None = None) -> list[Document]:
-    """All documents of one source, at most ``max_records`` of them (in file order)."""
-    stats = stats if stats is not None else LoadStats()
-    base = root / src.path
-    docs: list[Document] = []
-    taken = 0
-    for path in list_files(src, root):
-        stats.files += 1
-        text = read_utf8(path)
-        rel = path.name if base.is_file() else path.relative_to(base).as_posix()
-        file_label = f"{src.name}/{rel}"
-        if not text.strip():
-            stats.empty_files += 1
-            continue
-        plain = path.suffix.lower() in (".txt", ".md")
-        entries = [(str(path), "0", {"text": text})] if plain else []
-        for index, (where, row) in enumerate([] if plain else _rows(path, text)):
-            _check_fields(src, row, where)
-            entries.append((where, str(row[src.id_field]) if src.id_field else str(index), row))
-        if src.max_records is not None:
-            room = max(0, src.max_records - taken)
-            stats.capped += max(0, len(entries) - room)
-            entries = entries[:room]
-        stats.records += len(entries)
-        taken += len(entries)
-        for start in range(0, len(entries), src.rows_per_document):
-            group = entries[start : start + src.rows_per_document]
-            texts = [_plain_text(src, text) if plain else _record_text(src, row, where) for where, _, row in group]
-            body = "\n".join(t for t in texts if t)
-            if not body:
-                stats.empty_records += len(group)
-                continue
-            extra: dict[str, str] = {}
-            for name in [] if plain else src.metadata_fields:
-                extra[name] = ",".join(dict.fromkeys(str(row[name]) for _, _, row in group))
-            record = group[0][1] if len(group) == 1 else f"{group[0][1]}-{group[-1][1]}"
-            language = src.language if src.language != "auto" else detect_language(body)
-            docs.append(Document(f"{file_label}#{record}", body, src.kind, language, file_label, extra))
-    return docs
+    """All documents of one source (see :func:`iter_documents`)."""
+    return list(iter_documents(src, root, stats))

@@ -3,17 +3,23 @@
 A query row (JSONL): ``{"id", "query", "group" | "kinds", "relevant": [document ids]}``, where a
 document id is the chunk metadata ``doc`` (``<source name>/<file>#<record>``). Rankings are over
 documents: the chunks returned are collapsed to their documents, first occurrence kept.
+:func:`check_labels` fails on relevant ids that no stored document has (they would score 0
+silently), except ids of optional sources left out of this build, which are dropped with a warning.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pipelines.io import read_jsonl
 from pipelines.retrieval.loaders import KBBuildError
 from pipelines.retrieval.retriever import Hit, Retriever
+
+log = logging.getLogger(__name__)
 
 
 def load_queries(path: Path | str) -> list[dict[str, Any]]:
@@ -23,6 +29,35 @@ def load_queries(path: Path | str) -> list[dict[str, Any]]:
         if not row.get("query") or not isinstance(row.get("relevant"), list) or not row["relevant"]:
             raise KBBuildError(f"{path}: query #{number} needs 'query' and a non-empty 'relevant' list")
     return rows
+
+
+def check_labels(
+    queries: list[dict[str, Any]], known_docs: Iterable[str], *, missing_sources: Iterable[str] = (), path: str = ""
+) -> list[dict[str, Any]]:
+    """The queries with every relevant id known; raises KBBuildError naming unknown ids.
+
+    An unknown id of a source in ``missing_sources`` (optional, absent here) is dropped with a
+    warning, and a query left with no relevant id is skipped.
+    """
+    known, missing = set(known_docs), set(missing_sources)
+    unknown = sorted({d for row in queries for d in row["relevant"] if d not in known})
+    fatal = [d for d in unknown if d.split("/", 1)[0] not in missing]
+    if fatal:
+        shown = ", ".join(fatal[:10]) + (f" and {len(fatal) - 10} more" if len(fatal) > 10 else "")
+        raise KBBuildError(
+            f"{path or 'quality queries'}: {len(fatal)} relevant id(s) match no stored document: {shown}; "
+            "fix the labels (ids are '<source name>/<file>#<record>', see the chunk metadata 'doc')"
+        )
+    if unknown:
+        log.warning("quality labels of optional sources left out are ignored: %s", ", ".join(unknown))
+    kept = []
+    for row in queries:
+        relevant = [d for d in row["relevant"] if d in known]
+        if relevant:
+            kept.append({**row, "relevant": relevant})
+        else:
+            log.warning("quality query %s skipped: its relevant documents are all in left-out sources", row.get("id"))
+    return kept
 
 
 def doc_ranking(hits: list[Hit]) -> list[str]:
@@ -56,7 +91,7 @@ async def evaluate_retrieval(retriever: Retriever, queries: list[dict[str, Any]]
         # the dense baseline is exactly the original query's candidate list inside multi-query retrieval,
         # so the difference measures what the rewrites and the fusion add
         kw = {"group": row.get("group"), "kinds": row.get("kinds"), "top_k": depth}
-        dense = doc_ranking(retriever.dense(row["query"], **kw))
+        dense = doc_ranking(await asyncio.to_thread(retriever.dense, row["query"], **kw))
         fused = doc_ranking(await retriever.retrieve(row["query"], **kw))
         return dense[: max(ks)], fused[: max(ks)]
 

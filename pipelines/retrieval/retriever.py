@@ -3,17 +3,24 @@
 ``retrieve(query, group=...)`` embeds the query and its LLM rewrites, takes the top
 ``per_query_k`` chunks per query from every collection the group reads (optionally rescored with
 BGE-M3 lexical weights), fuses the ranked lists by reciprocal-rank fusion, drops duplicate texts,
-optionally reranks with a cross-encoder, and returns :class:`Hit` objects that say how each
-chunk was found. ``dense(query, ...)`` is the single-query baseline.
+optionally reranks with a cross-encoder (the candidates beyond ``rerank.candidates`` follow in
+fused order), and returns a :class:`RetrievalResult`: a sequence of :class:`Hit` objects that say
+how each chunk was found, plus what the step did for a trace (queries, hits with ids, kinds and
+scores, latency, the rewriter's agent record). Embedding and Chroma queries run in a worker
+thread, never on the event loop. ``dense(query, ...)`` is the single-query baseline.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.agents.agent import AgentRecord
 from pipelines.retrieval.config import RetrievalConfig
 from pipelines.retrieval.embedders import Embedder, lexical_score
 from pipelines.retrieval.fusion import reciprocal_rank_fusion
@@ -35,6 +42,14 @@ class Hit:
     scores: dict[str, float] = field(default_factory=dict)
     found_by: list[str] = field(default_factory=list)
 
+    @property
+    def score(self) -> float:
+        """The score the hit was ranked by: rerank, else RRF, else dense."""
+        for name in ("rerank", "rrf", "dense"):
+            if name in self.scores:
+                return self.scores[name]
+        return 0.0
+
     def to_dict(self) -> dict[str, Any]:
         meta = {k: v for k, v in self.metadata.items() if k != "sparse"}
         return {
@@ -46,6 +61,60 @@ class Hit:
             "scores": self.scores,
             "found_by": self.found_by,
         }
+
+
+@dataclass
+class RetrievalResult(Sequence):
+    """The hits of one :meth:`Retriever.retrieve` call (iterate, index and ``len`` it like a list of
+    :class:`Hit`) and what the step did: the queries used (original first), the kinds searched,
+    the latency and the query rewriter's :class:`AgentRecord` (None without a rewriter).
+
+    Record it in a sample trace with ``result.add_to(trace)`` (the rewriter's LLM step, then the
+    retrieval step), or ``trace.add_result(**result.trace_dict())`` for the retrieval step alone.
+    """
+
+    query: str
+    hits: list[Hit]
+    queries: list[str]
+    kinds: list[str]
+    group: str | None = None
+    latency_s: float = 0.0
+    rewrite: AgentRecord | None = None
+
+    def __getitem__(self, index):
+        return self.hits[index]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def trace_dict(self) -> dict[str, Any]:
+        """Keyword arguments of ``SampleTrace.add_result`` for this retrieval step."""
+        return {
+            "agent": "retrieval",
+            "role": self.group or "all",
+            "inputs": {"query": self.query, "queries": self.queries, "kinds": self.kinds, "group": self.group},
+            "result": {
+                "hits": [
+                    {
+                        "id": h.id,
+                        "kind": h.kind,
+                        "source": h.source,
+                        "score": h.score,
+                        "scores": dict(h.scores),
+                        "text": h.text,
+                    }
+                    for h in self.hits
+                ]
+            },
+            "ok": True,
+            "latency_s": round(self.latency_s, 6),
+        }
+
+    def add_to(self, trace: Any) -> None:
+        """Add the rewriter's agent record (if any) and the retrieval step to a ``SampleTrace``."""
+        if self.rewrite is not None:
+            trace.add(self.rewrite)
+        trace.add_result(**self.trace_dict())
 
 
 class Retriever:
@@ -65,6 +134,7 @@ class Retriever:
         self.cfg = cfg
         self.rewriter = rewriter
         self.reranker = reranker
+        self._encode_lock = threading.Lock()  # one tokenizer/model: concurrent encodes would clash
 
     def kinds_for(self, group: str | None, kinds: list[str] | None) -> list[str]:
         if kinds:
@@ -77,7 +147,8 @@ class Retriever:
 
     def _ranked(self, queries: list[str], kinds: list[str], k: int, where: dict | None) -> list[list[StoredChunk]]:
         """Top-``k`` chunks per query over ``kinds``, merged by (hybrid) score."""
-        encoded = self.embedder.encode_queries(queries)
+        with self._encode_lock:
+            encoded = self.embedder.encode_queries(queries)
         merged: list[list[StoredChunk]] = [[] for _ in queries]
         for kind in kinds:
             for i, chunks in enumerate(self.store.query(kind, encoded.dense, k, where)):
@@ -122,12 +193,15 @@ class Retriever:
         kinds: list[str] | None = None,
         where: dict | None = None,
         top_k: int | None = None,
-    ) -> list[Hit]:
+    ) -> RetrievalResult:
         """Multi-query retrieval with RRF, deduplication and optional rerank; best first."""
+        start = time.perf_counter()
         top_k = top_k or self.cfg.top_k
-        rewrites = await self.rewriter.rewrite(query) if self.rewriter is not None else []
+        kinds = self.kinds_for(group, kinds)
+        outcome = await self.rewriter.run(query) if self.rewriter is not None else None
+        rewrites = outcome.rewrites if outcome is not None else []
         queries = [query] + rewrites
-        ranked = self._ranked(queries, self.kinds_for(group, kinds), self.cfg.per_query_k, where)
+        ranked = await asyncio.to_thread(self._ranked, queries, kinds, self.cfg.per_query_k, where)
         by_id: dict[str, Hit] = {}
         for q, chunks in zip(queries, ranked, strict=False):
             for chunk in chunks:
@@ -147,9 +221,17 @@ class Retriever:
             hit.scores["rrf"] = round(score, 6)
             hits.append(hit)
         if self.reranker is not None and hits:
-            candidates = hits[: self.cfg.rerank.candidates]
+            candidates, rest = hits[: self.cfg.rerank.candidates], hits[self.cfg.rerank.candidates :]
             scores = await asyncio.to_thread(self.reranker.score, query, [h.text for h in candidates])
             for hit, score in zip(candidates, scores, strict=False):
                 hit.scores["rerank"] = round(score, 6)
-            hits = sorted(candidates, key=lambda h: -h.scores["rerank"])
-        return hits[:top_k]
+            hits = sorted(candidates, key=lambda h: -h.scores["rerank"]) + rest  # the tail keeps its fused order
+        return RetrievalResult(
+            query=query,
+            hits=hits[:top_k],
+            queries=queries,
+            kinds=kinds,
+            group=group,
+            latency_s=time.perf_counter() - start,
+            rewrite=outcome.record if outcome is not None else None,
+        )

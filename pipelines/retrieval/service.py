@@ -12,9 +12,9 @@ from typing import Any
 from pipelines.llm.client import LLM, LLMRuntime
 from pipelines.llm.types import Backend
 from pipelines.retrieval.build import build_knowledge_base
-from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
+from pipelines.retrieval.config import KINDS, BuildKBConfig, RetrievalConfig
 from pipelines.retrieval.embedders import Embedder, build_embedder
-from pipelines.retrieval.quality import evaluate_retrieval, load_queries
+from pipelines.retrieval.quality import check_labels, evaluate_retrieval, load_queries
 from pipelines.retrieval.rerank import CrossEncoderReranker
 from pipelines.retrieval.retriever import Retriever
 from pipelines.retrieval.rewrite import QueryRewriter
@@ -60,12 +60,15 @@ async def _score(
     embedder: Embedder,
     root: Path,
     backends: dict[str, Backend] | None,
+    missing_sources: list[str],
 ) -> dict[str, Any]:
     runtime = LLMRuntime(build_cfg.quality.llm, backends=backends) if build_cfg.quality.llm else None
     try:
         llm = runtime.for_role("query_rewriter") if runtime else None
         retriever = open_retriever(build_cfg, retrieval_cfg, llm=llm, embedder=embedder, root=root)
-        queries = load_queries(root / build_cfg.quality.queries)
+        path = root / build_cfg.quality.queries
+        known = {str(m.get("doc")) for k in KINDS for _, m in retriever.store.iter_metadata(k)}
+        queries = check_labels(load_queries(path), known, missing_sources=missing_sources, path=str(path))
         result = await evaluate_retrieval(retriever, queries, build_cfg.quality.ks)
         result["rewriter"] = llm.identity if llm else None
         result["n_rewrites"] = retrieval_cfg.n_rewrites if llm else 0
@@ -93,6 +96,7 @@ def run_build_kb(
         return metrics, None
     if not build_cfg.quality.llm:
         log.warning("build_kb.quality.llm not set: multi-query scores use the original query only")
-    quality = asyncio.run(_score(build_cfg, retrieval_cfg, embedder, root, backends))
+    missing = metrics["optional_sources_missing"]
+    quality = asyncio.run(_score(build_cfg, retrieval_cfg, embedder, root, backends, missing))
     metrics["quality"] = {"dense": quality["dense"], "multi_query_rrf": quality["multi_query_rrf"]}
     return metrics, quality

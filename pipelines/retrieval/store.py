@@ -2,12 +2,20 @@
 
 Embeddings are always given by us; collections are created with ``embedding_function=None`` so
 Chroma's default embedding function (which downloads a model) is never constructed, and
-telemetry is off. Each collection records the embedder identity in its metadata.
+telemetry is off. The distance is set through Chroma's collection configuration
+(``{"hnsw": {"space": "cosine"}}``); each collection records the embedder identity in its metadata.
+
+A kind built from empty (new, or replaced because another embedder built it) is written under a
+staging name ``<name>__partial``, renamed ``<name>__complete`` once every chunk is in, then swapped
+in for the old collection (:meth:`KnowledgeStore.promote`). A crash never leaves a kind half empty:
+:meth:`KnowledgeStore.recover` drops a partial staging collection and finishes a complete one.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +23,11 @@ from typing import Any
 import numpy as np
 
 from pipelines.retrieval.config import KINDS
+
+log = logging.getLogger(__name__)
+PARTIAL = "__partial"
+COMPLETE = "__complete"
+COSINE = {"hnsw": {"space": "cosine"}}
 
 
 @dataclass
@@ -48,17 +61,23 @@ class KnowledgeStore:
     def name(self, kind: str) -> str:
         return f"{self.prefix}{kind}"
 
+    def _names(self) -> set[str]:
+        return {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+
     def existing_kinds(self) -> list[str]:
-        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+        names = self._names()
         return [k for k in KINDS if self.name(k) in names]
 
-    def collection(self, kind: str, embedder_identity: str | None = None):
-        """The collection of ``kind`` (created on demand when ``embedder_identity`` is given)."""
+    def collection(self, kind: str, embedder_identity: str | None = None, *, name: str | None = None):
+        """The collection of ``kind`` (created on demand when ``embedder_identity`` is given);
+        ``name`` addresses a staging collection instead of the live one."""
+        name = name or self.name(kind)
         if embedder_identity is None:
-            return self.client.get_collection(self.name(kind), embedding_function=None)
+            return self.client.get_collection(name, embedding_function=None)
         return self.client.get_or_create_collection(
-            self.name(kind),
-            metadata={"hnsw:space": "cosine", "kind": kind, "embedder": embedder_identity},
+            name,
+            configuration=COSINE,
+            metadata={"kind": kind, "embedder": embedder_identity},
             embedding_function=None,
         )
 
@@ -67,21 +86,57 @@ class KnowledgeStore:
             return None
         return (self.collection(kind).metadata or {}).get("embedder")
 
-    def drop(self, kind: str) -> None:
-        if kind in self.existing_kinds():
-            self.client.delete_collection(self.name(kind))
+    def drop(self, kind: str, *, name: str | None = None) -> None:
+        name = name or self.name(kind)
+        if name in self._names():
+            self.client.delete_collection(name)
+
+    def staging(self, kind: str, embedder_identity: str) -> str:
+        """A fresh, empty staging collection for rebuilding ``kind``; returns its name."""
+        name = self.name(kind) + PARTIAL
+        self.drop(kind, name=name)
+        self.collection(kind, embedder_identity, name=name)
+        return name
+
+    def promote(self, kind: str) -> None:
+        """Swap the fully written staging collection of ``kind`` in for the live one."""
+        partial, complete = self.name(kind) + PARTIAL, self.name(kind) + COMPLETE
+        if partial in self._names():
+            self.client.get_collection(partial, embedding_function=None).modify(name=complete)
+        self.drop(kind)
+        self.client.get_collection(complete, embedding_function=None).modify(name=self.name(kind))
+
+    def recover(self) -> list[str]:
+        """Finish swaps a crash interrupted and drop half-written staging collections; returns the
+        kinds whose staging collection was promoted."""
+        names = self._names()
+        promoted = []
+        for kind in KINDS:
+            if self.name(kind) + PARTIAL in names:
+                log.warning("dropping the half-written staging collection of %s (an interrupted build)", kind)
+                self.drop(kind, name=self.name(kind) + PARTIAL)
+            if self.name(kind) + COMPLETE in names:
+                log.warning("finishing the interrupted swap of %s's rebuilt collection", kind)
+                self.promote(kind)
+                promoted.append(kind)
+        return promoted
+
+    def iter_metadata(self, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(id, metadata) of every stored chunk of ``kind``, read in pages (nothing if missing)."""
+        if kind not in self.existing_kinds():
+            return
+        coll = self.collection(kind)
+        offset = 0
+        while True:  # paged: one get of ~100k ids exceeds SQLite's limit on query variables
+            got = coll.get(include=["metadatas"], limit=self.page_size, offset=offset)
+            yield from zip(got["ids"], got["metadatas"], strict=True)
+            offset += len(got["ids"])
+            if len(got["ids"]) < self.page_size:
+                return
 
     def metadata_by_id(self, kind: str) -> dict[str, dict[str, Any]]:
         """Every stored chunk id of ``kind`` with its metadata (empty if the collection is missing)."""
-        if kind not in self.existing_kinds():
-            return {}
-        coll = self.collection(kind)
-        out: dict[str, dict[str, Any]] = {}
-        while True:  # paged: one get of ~100k ids exceeds SQLite's limit on query variables
-            got = coll.get(include=["metadatas"], limit=self.page_size, offset=len(out))
-            out.update(zip(got["ids"], got["metadatas"], strict=True))
-            if len(got["ids"]) < self.page_size:
-                return out
+        return dict(self.iter_metadata(kind))
 
     def count(self, kind: str) -> int:
         return self.collection(kind).count() if kind in self.existing_kinds() else 0
@@ -90,15 +145,35 @@ class KnowledgeStore:
         size = max(1, min(5000, self.client.get_max_batch_size()))
         return [(i, min(n, i + size)) for i in range(0, n, size)]
 
-    def upsert(self, kind: str, identity: str, ids: list[str], texts: list[str], vectors: np.ndarray, metas) -> None:
-        coll = self.collection(kind, identity)
+    def upsert(
+        self,
+        kind: str,
+        identity: str,
+        ids: list[str],
+        texts: list[str],
+        vectors: np.ndarray,
+        metas,
+        *,
+        name: str | None = None,
+    ) -> None:
+        coll = self.collection(kind, identity, name=name)
         for lo, hi in self._batches(len(ids)):
             coll.upsert(ids=ids[lo:hi], documents=texts[lo:hi], embeddings=vectors[lo:hi], metadatas=metas[lo:hi])
 
-    def update_metadata(self, kind: str, ids: list[str], metas: list[dict[str, Any]]) -> None:
+    def update_metadata(
+        self, kind: str, ids: list[str], metas: list[dict[str, Any]], *, keep: tuple[str, ...] = ("sparse",)
+    ) -> None:
+        """Replace the metadata of ``ids`` by ``metas``. Chroma's update merges, so keys the stored
+        metadata has and ``metas`` lacks are sent as ``None`` (deleted), except the ``keep`` keys."""
         coll = self.collection(kind)
         for lo, hi in self._batches(len(ids)):
-            coll.update(ids=ids[lo:hi], metadatas=metas[lo:hi])
+            got = coll.get(ids=ids[lo:hi], include=["metadatas"])
+            stored = dict(zip(got["ids"], got["metadatas"], strict=True))
+            batch = []
+            for chunk_id, meta in zip(ids[lo:hi], metas[lo:hi], strict=True):
+                gone = set(stored.get(chunk_id) or {}) - set(meta) - set(keep)
+                batch.append({**meta, **dict.fromkeys(sorted(gone))})
+            coll.update(ids=ids[lo:hi], metadatas=batch)
 
     def delete(self, kind: str, ids: list[str]) -> None:
         coll = self.collection(kind)

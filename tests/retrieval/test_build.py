@@ -38,7 +38,8 @@ def test_first_build_metadata_and_counts(corpus, groups):
         "file": "safety/prompts.csv",
         "language": "en",
     }
-    assert store.collection("safety").metadata["hnsw:space"] == "cosine"
+    coll = store.collection("safety")
+    assert coll.configuration["hnsw"]["space"] == "cosine" and "hnsw:space" not in (coll.metadata or {})
 
 
 def test_incremental_rebuild_counts(corpus, groups):

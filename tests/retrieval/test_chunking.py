@@ -43,3 +43,36 @@ def test_overlong_sentence_is_cut_into_overlapping_windows():
     chunks = chunk_text("字" * 100 + "。", size=40, overlap=10, min_length=1)
     assert [len(c) for c in chunks] == [40, 40, 40, 11]
     assert "".join(c[10:] if i else c for i, c in enumerate(chunks)) == "字" * 100 + "。"
+
+
+def test_a_run_of_terminators_is_one_boundary_and_ellipses_end_sentences():
+    assert split_sentences("你好吗？！我很好……真的吗…是的。") == ["你好吗？！", "我很好……", "真的吗…", "是的。"]
+    assert split_sentences("Really?! Yes... ok") == ["Really?! ", "Yes... ", "ok"]
+
+
+def test_line_breaks_end_utterances_of_dialogue_sources_only():
+    text = "老师：今天学分数\n学生：好的\n老师：先折纸"
+    assert split_sentences(text, line_breaks=True) == ["老师：今天学分数\n", "学生：好的\n", "老师：先折纸"]
+    assert split_sentences(text) == [text]
+    assert chunk_text(text, size=20, overlap=0, min_length=1, line_breaks=True) == [
+        "老师：今天学分数\n学生：好的",
+        "老师：先折纸",
+    ]
+
+
+def test_initials_are_kept_but_a_capital_after_a_lower_case_word_ends_a_sentence():
+    text = "They work in group A. Then they swap. John F. Kennedy spoke. J. K. Rowling wrote."
+    assert split_sentences(text) == [
+        "They work in group A. ",
+        "Then they swap. ",
+        "John F. Kennedy spoke. ",
+        "J. K. Rowling wrote.",
+    ]
+
+
+def test_anchor_boundaries_never_drop_text_or_exceed_the_size():
+    sentences = [f"Line {i} says {'x' * (i % 9)}. " for i in range(80)]
+    text = "".join(sentences)
+    chunks = chunk_text(text, size=60, overlap=0, min_length=1)
+    assert all(len(c) <= 60 for c in chunks)
+    assert " ".join(chunks).split() == text.split()

@@ -35,15 +35,44 @@ def test_formats_recursion_mapping_and_empty_files(tmp_path: Path):
 
 
 def test_caps_and_rows_per_document(tmp_path: Path):
-    write_jsonl(tmp_path / "u.jsonl", [{"text": f"第{i}句话。", "label": str(i % 2)} for i in range(7)])
+    write_jsonl(tmp_path / "u.jsonl", [{"id": str(i), "text": f"第{i}句话。", "label": str(i % 2)} for i in range(7)])
     stats = LoadStats()
     src = SourceConfig(
-        name="u", kind="class_records", path="u.jsonl", max_records=5, rows_per_document=2, metadata_fields=["label"]
+        name="u",
+        kind="class_records",
+        path="u.jsonl",
+        id_field="id",
+        max_records=5,
+        rows_per_document=2,
+        metadata_fields=["label"],
     )
     docs = load_source(src, tmp_path, stats)
-    assert [d.doc_id for d in docs] == ["u/u.jsonl#0-1", "u/u.jsonl#2-3", "u/u.jsonl#4"]
-    assert docs[0].text == "第0句话。\n第1句话。" and docs[0].metadata == {"label": "0,1"}
+    # content-defined groups: about 2 rows each, never more than 4, in order, every row once
+    assert "\n".join(d.text for d in docs) == "\n".join(f"第{i}句话。" for i in range(5))
+    assert all(1 <= d.text.count("\n") + 1 <= 4 for d in docs) and len(docs) >= 2
+    first = docs[0].text.count("\n")
+    assert docs[0].doc_id == (f"u/u.jsonl#0-{first}" if first else "u/u.jsonl#0")
+    assert docs[0].metadata == {"label": ",".join(dict.fromkeys(str(i % 2) for i in range(first + 1)))}
     assert stats.records == 5 and stats.capped == 2
+
+
+def test_rows_without_id_field_are_named_by_their_text(tmp_path: Path):
+    (tmp_path / "t.csv").write_text("text\nfirst row\nsecond row\nfirst row\n", encoding="utf-8")
+    docs = load_source(SourceConfig(name="t", kind="class_records", path="t.csv"), tmp_path)
+    assert [d.text for d in docs] == ["first row", "second row", "first row"]
+    assert docs[0].doc_id == docs[2].doc_id != docs[1].doc_id and docs[0].doc_id.startswith("t/t.csv#h")
+    (tmp_path / "t.csv").write_text("text\ninserted row\nfirst row\nsecond row\n", encoding="utf-8")
+    again = load_source(SourceConfig(name="t", kind="class_records", path="t.csv"), tmp_path)
+    assert [d.doc_id for d in again[1:]] == [d.doc_id for d in docs[:2]]
+
+
+def test_reserved_metadata_names_are_a_config_error():
+    from pydantic import ValidationError
+
+    for name in ("doc", "position", "kind", "group", "_sparse"):
+        with pytest.raises(ValidationError, match=rf"metadata field\(s\) \['{name}'\] clash with"):
+            SourceConfig(name="s", kind="safety", path="s.csv", metadata_fields=["category", name])
+    assert SourceConfig(name="s", kind="safety", path="s.csv", metadata_fields=["category"]).metadata_fields
 
 
 def test_replace_applies_to_text(tmp_path: Path):

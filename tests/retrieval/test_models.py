@@ -131,3 +131,22 @@ def test_missing_model_folders_say_what_to_do(tmp_path):
         CrossEncoderReranker(RerankConfig(enabled=True, model=str(tmp_path / "none")))
     with pytest.raises(FileNotFoundError, match="never downloaded at run time"):
         BGEM3Embedder(EmbedderConfig(kind="bge_m3", path=str(tmp_path / "none")))
+
+
+def test_embedder_identity_fingerprints_the_weights_and_names_dtype_and_length(tmp_path, minilm):
+    from pipelines.models.fingerprint import folder_fingerprint
+    from pipelines.retrieval.embedders import model_identity
+    from tests.tiny_models import minilm_dir
+
+    assert minilm.identity.endswith(f":{folder_fingerprint(minilm_dir().resolve())[:16]}:float32:len256")
+    folder = tmp_path / "models" / "embedder"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    (folder / "model.safetensors").write_bytes(b"\x00" * 4096)
+    first = model_identity("sentence_transformers", folder, dtype="float32", max_length=256)
+    (folder / "model.safetensors").write_bytes(b"\x01" * 4096)  # new weights, same folder and size
+    second = model_identity("sentence_transformers", folder, dtype="float32", max_length=256)
+    assert first != second and first.startswith("sentence_transformers:models/embedder:")
+    assert model_identity("bge_m3", folder, dtype="float16", max_length=512) != model_identity(
+        "bge_m3", folder, dtype="float32", max_length=512
+    )
