@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from pipelines.agents.harness import GenerationOutputs, check_roles
 from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 from pipelines.ram2c.scenario import load_scenario
@@ -114,7 +115,13 @@ class GateConfig(StrictModel):
     min_language_share: float = Field(0.5, ge=0.0, le=1.0)
 
 
-class OutputsConfig(StrictModel):
+ROLES = ("topic_writer", "student", "drafter", "expert", "synthesizer", "query_rewriter")
+"""The RAM2C LLM roles (``llm.roles`` may name only these); votes, analyses and revisions are ``expert``."""
+
+
+class OutputsConfig(GenerationOutputs):
+    """The one place the stage's output folders are named (dvc.yaml lists the files in them)."""
+
     generated_dir: str = "data/generated/ram2c"
     reports_dir: str = "reports/generate_ram2c"
     llamafactory_name: str = "ram2c_preference"
@@ -132,13 +139,21 @@ class Ram2cConfig(StrictModel):
     reflection: ReflectionConfig = ReflectionConfig()
     ablation: AblationConfig = AblationConfig()
     max_tokens: dict[Role, int] = {}
+    output_mode: Literal["text", "json"] = "json"
     max_attempts: int = Field(2, ge=1)
     retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
     concurrency: int = Field(16, ge=1)
+    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
     progress: bool = True
     gates: GateConfig = GateConfig()
     llm: LLMConfig
     outputs: OutputsConfig = OutputsConfig()
+
+    @field_validator("llm")
+    @classmethod
+    def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
+        check_roles(llm, ROLES)
+        return llm
 
     @model_validator(mode="after")
     def _groups_and_experts(self) -> Ram2cConfig:

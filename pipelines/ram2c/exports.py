@@ -1,6 +1,6 @@
 """The kept pairs in every form their users read.
 
-- ``dpo.jsonl``: the project's DPO rows (``pipelines/training/rows.py``), which are trl's
+- ``dpo.jsonl``: the project's DPO rows (``pipelines.training.rows.dpo_row``), which are trl's
   conversational preference format: ``prompt`` (system + turns, ending with the student), ``chosen``
   and ``rejected`` (one assistant message each), plus ``id``, ``source``, ``meta``;
 - ``preference/``: the same rows saved with ``datasets`` (``meta`` as a JSON string), which
@@ -21,26 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.io import write_json_atomic, write_jsonl_atomic
+from pipelines.training.rows import dpo_row, sft_row
 
 SOURCE = "ram2c"
 SHAREGPT_ROLES = {"user": "human", "assistant": "gpt"}
-
-
-def dpo_row(prompt, chosen: str, rejected: str, *, sample_id: str, meta: dict | None = None) -> dict[str, Any]:
-    """One DPO row in the shared format (swap for ``pipelines.training.rows.dpo_row`` once it exists)."""
-    return {
-        "id": sample_id,
-        "source": SOURCE,
-        "prompt": [dict(m) for m in prompt],
-        "chosen": [{"role": "assistant", "content": chosen}],
-        "rejected": [{"role": "assistant", "content": rejected}],
-        "meta": dict(meta or {}),
-    }
-
-
-def sft_row(messages, *, sample_id: str, meta: dict | None = None) -> dict[str, Any]:
-    """One SFT row in the shared format (swap for ``pipelines.training.rows.sft_row`` once it exists)."""
-    return {"id": sample_id, "source": SOURCE, "messages": [dict(m) for m in messages], "meta": dict(meta or {})}
 
 
 def _meta(pair: dict) -> dict:
@@ -48,14 +32,30 @@ def _meta(pair: dict) -> dict:
 
 
 def dpo_rows(pairs: list[dict]) -> list[dict]:
-    return [dpo_row(p["prompt"], p["chosen"], p["rejected"], sample_id=p["id"], meta=_meta(p)) for p in pairs]
+    """The shared DPO rows (trl's conversational preference format) of kept pairs."""
+    return [
+        dpo_row(p["prompt"], p["chosen"], p["rejected"], source=SOURCE, sample_id=p["id"], meta=_meta(p)) for p in pairs
+    ]
 
 
 def sft_rows(pairs: list[dict]) -> list[dict]:
+    """The shared SFT rows of the chosen replies (prompt + chosen)."""
+    chosen = [{"role": "assistant", "content": p["chosen"]} for p in pairs]
     return [
-        sft_row(p["prompt"] + [{"role": "assistant", "content": p["chosen"]}], sample_id=p["id"], meta=_meta(p))
-        for p in pairs
+        sft_row(p["prompt"] + [c], source=SOURCE, sample_id=p["id"], meta=_meta(p))
+        for p, c in zip(pairs, chosen, strict=True)
     ]
+
+
+def pair_of_row(row: dict) -> dict:
+    """A kept pair back from its DPO row (what the LLaMA-Factory export reads)."""
+    return {
+        "id": row["id"],
+        "prompt": row["prompt"],
+        "chosen": row["chosen"][0]["content"],
+        "rejected": row["rejected"][0]["content"],
+        "language": row["meta"].get("language", ""),
+    }
 
 
 def sharegpt_row(pair: dict, *, preference: bool = True) -> dict[str, Any]:
@@ -103,19 +103,25 @@ def save_preference_dataset(rows: list[dict], folder: Path) -> None:
     tmp.rename(folder)
 
 
+def write_final_exports(dpo: list[dict], out: Path | str, *, name: str) -> dict[str, int]:
+    """The exports that need every kept pair at once, from the DPO rows: ``preference/`` (datasets)
+    and ``llamafactory/`` (sharegpt preference + SFT files, ``dataset_info.json``)."""
+    out = Path(out)
+    save_preference_dataset(dpo, out / "preference")
+    pairs = [pair_of_row(r) for r in dpo]
+    factory = out / "llamafactory"
+    write_json_atomic(factory / f"{name}.json", [sharegpt_row(p) for p in pairs])
+    write_json_atomic(factory / f"{name}_sft.json", [sharegpt_row(p, preference=False) for p in pairs])
+    write_json_atomic(factory / "dataset_info.json", dataset_info(name))
+    return {"preference": len(dpo), "llamafactory": len(pairs)}
+
+
 def write_exports(pairs: list[dict], out: Path | str, *, name: str) -> dict[str, int]:
-    """Write every export of the kept ``pairs`` under ``out``; returns rows written per file."""
+    """Every export of ``pairs`` at once (the stage streams dpo/sft rows instead); rows per file."""
     out = Path(out)
     dpo = dpo_rows(pairs)
     counts = {
         "dpo.jsonl": write_jsonl_atomic(out / "dpo.jsonl", dpo),
         "sft.jsonl": write_jsonl_atomic(out / "sft.jsonl", sft_rows(pairs)),
     }
-    save_preference_dataset(dpo, out / "preference")
-    counts["preference"] = len(dpo)
-    factory = out / "llamafactory"
-    write_json_atomic(factory / f"{name}.json", [sharegpt_row(p) for p in pairs])
-    write_json_atomic(factory / f"{name}_sft.json", [sharegpt_row(p, preference=False) for p in pairs])
-    write_json_atomic(factory / "dataset_info.json", dataset_info(name))
-    counts["llamafactory"] = len(pairs)
-    return counts
+    return counts | write_final_exports(dpo, out, name=name)

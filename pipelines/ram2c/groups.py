@@ -18,7 +18,6 @@ synthesis keeps the first revision; with no revision at all the reply passes thr
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +92,7 @@ class ExpertGroup:
         accept_share: float,
         selection: str = "vote",
         reranker=None,
+        mode: str = "text",
     ):
         if selection == "rerank" and reranker is None:
             raise ValueError("selection 'rerank' needs a reranker (retrieval.rerank.model)")
@@ -106,41 +106,33 @@ class ExpertGroup:
         self.accept_share = accept_share
         self.selection = selection
         self.reranker = reranker
+        self.mode = mode
 
     def _group_name(self, language: str) -> str:
         return load_scenario()["groups"][self.name][language]
 
     async def _run(self, agent: str, vars: dict, trace: SampleTrace, outcome: GroupOutcome, **extra) -> AgentRecord:
-        record = await self.agents[agent].run(self.llm_for(self.agents[agent].role), vars)
+        tag = "/".join(str(extra[k]) for k in ("turn", "expert", "document") if extra.get(k) is not None)
+        record = await self.agents[agent].run(
+            self.llm_for(self.agents[agent].role), vars, tag=f"{self.name}/{agent}/{tag}", mode=self.mode
+        )
         outcome.calls += record.calls
         outcome.tokens += record.usage["prompt_tokens"] + record.usage["completion_tokens"]
         trace.add(record, group=self.name, step=agent, **extra)
         return record
 
-    async def _retrieve(self, ctx: TurnContext, reply: str, trace: SampleTrace) -> list[dict[str, Any]]:
+    async def _retrieve(self, ctx: TurnContext, reply: str, trace: SampleTrace, outcome: GroupOutcome) -> list[dict]:
+        """Candidates for (topic, answer, current reply); the rewriter's call and the hits are traced."""
         query = f"{ctx.topic}\n{ctx.answer}\n{reply}"
-        began = time.perf_counter()
-        hits = await self.retriever.retrieve(query, group=self.retrieval_group, top_k=self.candidates)
-        docs = [h.to_dict() for h in hits]
-        queries = list(dict.fromkeys([query] + [q for d in docs for q in d.get("found_by", [])]))
-        trace.add_row(
-            {
-                "agent": "retrieval",
-                "role": self.name,
-                "prompt": None,
-                "reply": None,
-                "inputs": {"queries": queries, "kinds": self.retriever.kinds_for(self.retrieval_group, None)},
-                "parsed": {"hits": [{k: d[k] for k in ("id", "kind", "scores", "text", "source")} for d in docs]},
-                "ok": True,
-                "error": None,
-                "usage": {},
-                "latency_s": round(time.perf_counter() - began, 4),
-                "turn": ctx.turn,
-                "group": self.name,
-                "step": "retrieval",
-            }
-        )
-        return docs
+        result = await self.retriever.retrieve(query, group=self.retrieval_group, top_k=self.candidates)
+        extra = {"turn": ctx.turn, "group": self.name}
+        rewrite = getattr(result, "rewrite", None)
+        if rewrite is not None:
+            outcome.calls += rewrite.calls
+            outcome.tokens += rewrite.usage["prompt_tokens"] + rewrite.usage["completion_tokens"]
+            trace.add(rewrite, step="query_rewriter", **extra)
+        trace.add_result(**result.trace_dict(), step="retrieval", **extra)
+        return [hit.to_dict() for hit in result]
 
     async def _select(
         self, ctx: TurnContext, reply: str, docs: list[dict], trace: SampleTrace, outcome: GroupOutcome
@@ -180,20 +172,13 @@ class ExpertGroup:
             outcome.votes.append({"document": doc["id"], "votes": votes, "share": round(share, 4), "accepted": ok})
             if ok:
                 accepted.append((-share, i, doc))
-        trace.add_row(
-            {
-                "agent": "reflection",
-                "role": self.name,
-                "prompt": None,
-                "reply": None,
-                "parsed": {"threshold": self.accept_share, "documents": outcome.votes},
-                "ok": True,
-                "error": None,
-                "usage": {},
-                "turn": ctx.turn,
-                "group": self.name,
-                "step": "reflection",
-            }
+        trace.add_result(
+            "reflection",
+            self.name,
+            result={"threshold": self.accept_share, "documents": outcome.votes},
+            turn=ctx.turn,
+            group=self.name,
+            step="reflection",
         )
         return [doc for _, _, doc in sorted(accepted, key=lambda t: t[:2])]
 
@@ -226,7 +211,7 @@ class ExpertGroup:
     async def refine(self, ctx: TurnContext, reply: str, trace: SampleTrace) -> GroupOutcome:
         """The group's reply to the student for this turn (see the module docstring)."""
         outcome = GroupOutcome(self.name, reply, reply)
-        docs = await self._retrieve(ctx, reply, trace)
+        docs = await self._retrieve(ctx, reply, trace, outcome)
         outcome.retrieved = len(docs)
         accepted = await self._select(ctx, reply, docs, trace, outcome) if docs else []
         outcome.accepted = len(accepted)

@@ -50,6 +50,8 @@ class Dialogue:
     turns: list[Turn] = field(default_factory=list)
     failures: int = 0
     stopped: str | None = None
+    calls: int = 0
+    tokens: int = 0
 
 
 class Ram2cTeam:
@@ -74,6 +76,7 @@ class Ram2cTeam:
                 accept_share=cfg.reflection.accept_share,
                 selection=cfg.ablation.selection,
                 reranker=reranker,
+                mode=cfg.output_mode,
             )
             for g in cfg.active_groups()
         ]
@@ -86,7 +89,9 @@ class Ram2cTeam:
     async def write_topic(self, plan: TopicPlan, trace: SampleTrace, *, avoid: list[str]) -> Topic | None:
         """One discussion question for ``plan`` (None when the reply never parsed)."""
         agent = self.agents["topic_writer"]
-        record = await agent.run(self.llm(agent.role), plan.vars(self.cfg.language, avoid))
+        record = await agent.run(
+            self.llm(agent.role), plan.vars(self.cfg.language, avoid), tag="topic", mode=self.cfg.output_mode
+        )
         trace.add(record, step="topic", passage=plan.passage.id, level=plan.level, direction=plan.direction)
         return Topic(plan, record.parsed) if record.ok else None
 
@@ -99,6 +104,7 @@ class Ram2cTeam:
         teacher_reply = None
         for turn in range(1, self.cfg.turns + 1):
             said = await self._step(
+                result,
                 "student",
                 {"book": book, "student": student, "topic": topic, "teacher_reply": teacher_reply, "language": lang},
                 trace,
@@ -109,6 +115,7 @@ class Ram2cTeam:
                 break
             answer = said.parsed
             drafted = await self._step(
+                result,
                 "drafter",
                 {
                     "book": book,
@@ -130,14 +137,18 @@ class Ram2cTeam:
                 outcome = await group.refine(ctx, reply, trace)
                 outcomes.append(outcome)
                 result.failures += outcome.failures
+                result.calls += outcome.calls
+                result.tokens += outcome.tokens
                 reply = outcome.reply_out
             result.turns.append(Turn(turn, drafted.prompt, answer, drafted.parsed, reply, outcomes))
             history = history + [{"role": "user", "content": answer}, {"role": "assistant", "content": reply}]
             teacher_reply = reply
         return result
 
-    async def _step(self, name: str, vars: dict, trace: SampleTrace, turn: int):
+    async def _step(self, result: Dialogue, name: str, vars: dict, trace: SampleTrace, turn: int):
         agent = self.agents[name]
-        record = await agent.run(self.llm(agent.role), vars)
+        record = await agent.run(self.llm(agent.role), vars, tag=f"{name}/{turn}", mode=self.cfg.output_mode)
         trace.add(record, step=name, turn=turn)
+        result.calls += record.calls
+        result.tokens += record.usage["prompt_tokens"] + record.usage["completion_tokens"]
         return record

@@ -11,7 +11,7 @@ import numpy as np
 
 from pipelines.llm.client import LLM
 from pipelines.llm.scripted import ScriptedBackend
-from pipelines.retrieval.retriever import Hit
+from pipelines.retrieval.retriever import Hit, RetrievalResult
 
 GROUP_LETTER = {
     "language teachers": "T",
@@ -102,12 +102,12 @@ class FakeRetriever:
     async def retrieve(self, query, *, group=None, kinds=None, where=None, top_k=None):
         self.queries.append((group, query))
         texts = self.docs.get(group, [])[: top_k or 5]
-        return [
-            Hit(
-                f"{group}/{i}", t, f"kind-of-{group}", "fake", {}, {"dense": 1.0 - i / 10, "rrf": 1 / (60 + i)}, [query]
-            )
-            for i, t in enumerate(texts)
+        scores = [{"dense": 1.0 - i / 10, "rrf": 1 / (60 + i)} for i in range(len(texts))]
+        hits = [
+            Hit(f"{group}/{i}", t, f"kind-of-{group}", "fake", {}, s, [query])
+            for i, (t, s) in enumerate(zip(texts, scores, strict=True))
         ]
+        return RetrievalResult(query, hits, [query], self.kinds_for(group, kinds), group, 0.001)
 
 
 DOCS = {

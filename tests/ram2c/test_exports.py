@@ -45,7 +45,7 @@ def test_dpo_and_sft_rows_are_the_shared_format(exported):
     out, counts = exported
     assert counts == {"dpo.jsonl": 2, "sft.jsonl": 2, "preference": 2, "llamafactory": 2}
     dpo = [json.loads(line) for line in (out / "dpo.jsonl").read_text().splitlines()]
-    assert dpo[1]["prompt"] == PAIRS[1]["prompt"]
+    assert dpo[1]["prompt"] == PAIRS[1]["prompt"] and dpo[1]["id"] == "ram2c-d0-t2"
     assert dpo[1]["chosen"] == [{"role": "assistant", "content": PAIRS[1]["chosen"]}]
     assert dpo[1]["rejected"] == [{"role": "assistant", "content": "He was stubborn."}]
     assert dpo[0]["source"] == "ram2c" and dpo[0]["meta"] == {"language": "en", "dialogue": "d0", "turn": 1}

@@ -21,7 +21,7 @@ DRAFT = "Nice answer. Why did he go?"
 
 
 def config(**changes):
-    return Ram2cConfig(llm=LLM_CFG, **changes)
+    return Ram2cConfig(llm=LLM_CFG, output_mode="text", **changes)
 
 
 def plan(i=0, language="en"):

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pipelines.agents import Agent, ParseError
 from pipelines.llm.types import Message
@@ -34,20 +34,40 @@ QUOTES = "\"'“”‘’「」`"
 
 
 class QuestionOut(BaseModel):
-    question: str
+    """json mode of the topic writer."""
+
+    question: str = Field(min_length=1, max_length=400)
+
+    def to_result(self) -> str:
+        return parse_question(self.question)
 
 
 class ReplyOut(BaseModel):
-    reply: str
+    """json mode of the student, drafter, reviser and synthesizer."""
+
+    reply: str = Field(min_length=1, max_length=2000)
+
+    def to_result(self) -> str:
+        return parse_reply(self.reply)
 
 
 class VoteOut(BaseModel):
+    """json mode of a group-reflection vote."""
+
     vote: Literal["yes", "no"]
-    reason: str = ""
+    reason: str = Field("", max_length=300)
+
+    def to_result(self) -> bool:
+        return self.vote == "yes"
 
 
 class AnalysisOut(BaseModel):
-    analysis: str
+    """json mode of the proactive analysis."""
+
+    analysis: str = Field(min_length=1, max_length=1500)
+
+    def to_result(self) -> str:
+        return parse_analysis(self.analysis)
 
 
 def _json_field(text: str, field: str) -> Any:
@@ -126,15 +146,29 @@ def parse_vote(text: str) -> bool:
     return yes.start() < no.start()
 
 
-class ConversationAgent(Agent):
+class Ram2cAgent(Agent):
+    """An agent whose json-mode reply falls back to the text parser (which reads JSON objects too)
+    when it does not validate: until every backend constrains decoding to the schema, a small model
+    in json mode may still answer in plain text, and a usable answer is not thrown away."""
+
+    def parse(self, text: str | None, mode: str = "text"):
+        try:
+            return super().parse(text, mode)
+        except ParseError:
+            if mode != "json":
+                raise
+            return super().parse(text, "text")
+
+
+class ConversationAgent(Ram2cAgent):
     """An agent whose prompt is its system block, then ``history`` (earlier turns), then its user block.
 
     The drafter is one: its rendered messages are exactly the prompt of the preference pair.
     """
 
-    def render(self, language: str | None = None, **vars: Any) -> list[Message]:
+    def render(self, language: str | None = None, *, output_mode: str = "text", **vars: Any) -> list[Message]:
         history: list[Message] = list(vars.pop("history", []) or [])
-        messages = super().render(language, **vars)
+        messages = super().render(language, output_mode=output_mode, **vars)
         return messages[:-1] + history + messages[-1:]
 
 
@@ -149,10 +183,21 @@ def make_agents(*, max_tokens: dict[str, int] | None = None, **options: Any) -> 
         "reviser": parse_reply,
         "synthesizer": parse_reply,
     }
+    outputs = {"topic_writer": QuestionOut, "voter": VoteOut, "analyst": AnalysisOut}
     roles = {"voter": "expert", "analyst": "expert", "reviser": "expert"}
     agents: dict[str, Agent] = {
-        name: Agent(name, FOLDER, parser, role=roles.get(name), max_tokens=tokens.get(name), **options)
+        name: Ram2cAgent(
+            name,
+            FOLDER,
+            parser,
+            role=roles.get(name),
+            output=outputs.get(name, ReplyOut),
+            max_tokens=tokens.get(name),
+            **options,
+        )
         for name, parser in parsers.items()
     }
-    agents["drafter"] = ConversationAgent("drafter", FOLDER, parse_reply, max_tokens=tokens.get("drafter"), **options)
+    agents["drafter"] = ConversationAgent(
+        "drafter", FOLDER, parse_reply, output=ReplyOut, max_tokens=tokens.get("drafter"), **options
+    )
     return agents
