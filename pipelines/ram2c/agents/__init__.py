@@ -27,7 +27,7 @@ from pipelines.llm.types import Message
 FOLDER = Path(__file__).parent
 LABEL = re.compile(
     r"^\s*(?:\*\*)?(?:teacher|reply|final reply|improved reply|revised reply|response|answer|student|question|"
-    r"analysis|老师|教师|回复|最终回复|改进后的回复|回答|学生|问题|分析)(?:\*\*)?\s*[:：]\s*",
+    r"analysis|老师|教师|回复|最终回复|改进后的回复|回答|学生|问题|分析)(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*",
     re.I,
 )
 QUOTES = "\"'“”‘’「」`"
