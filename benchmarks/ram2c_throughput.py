@@ -116,6 +116,7 @@ def configs(work: Path, args) -> tuple[Ram2cConfig, BuildKBConfig, RetrievalConf
             "progress": not args.quiet,
             "output_mode": "json",
             "topics": ram2c.topics.model_copy(update={"oversample": 1.0, "max_similarity": 0.999}),
+            "reflection": ram2c.reflection.model_copy(update={"candidates": args.candidates}),
         }
     )
     return ram2c, build, retrieval
@@ -177,5 +178,6 @@ if __name__ == "__main__":
     parser.add_argument("--dialogues", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--candidates", type=int, default=3, help="documents voted on per group")
     parser.add_argument("--quiet", action="store_true")
     asyncio.run(main(parser.parse_args()))

@@ -29,6 +29,7 @@ DRAFT_ZH = "对。他去了海上。"
         ("Ms. Lin thinks you are right. Why?", DRAFT_EN, "en", "names_experts"),
         ("根据参考资料，你觉得他为什么去？", DRAFT_ZH, "zh", "names_experts"),
         ("林老师说得对，你觉得呢？", DRAFT_ZH, "zh", "names_experts"),
+        ("Version 1: Good! Why did he go?", DRAFT_EN, "en", "names_experts"),  # the synthesis echoed its input
         ("An expertly told story! Why did he go?", DRAFT_EN, "en", None),  # "expertly" is not "expert"
     ],
 )
