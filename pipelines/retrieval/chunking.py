@@ -11,11 +11,11 @@ Sentence boundaries:
 
 Sentences are packed into chunks of at most ``size`` characters; the next chunk starts with the
 last whole sentences of the previous one that fit in ``overlap`` characters. A chunk also ends
-after an *anchor* sentence (about one in six, chosen by a hash of its text) once it is a quarter full:
-these content-defined boundaries make the chunking resynchronise after an edit, so inserting a
-sentence changes only the chunks around it and the later ones keep their text (and their ids). A sentence longer
-than ``size`` is cut into windows of ``size`` with ``overlap``. Chunks shorter than ``min_length``
-are dropped.
+after an *anchor* sentence (about one in six, chosen by a hash of its text) once it is a quarter
+full; a document that fits in one chunk is never cut. These content-defined boundaries make the
+chunking resynchronise after an edit, so inserting a sentence changes only the chunks around it
+and the later ones keep their text (and their ids). A sentence longer than ``size`` is cut into
+windows of ``size`` with ``overlap``. Chunks shorter than ``min_length`` are dropped.
 """
 
 from __future__ import annotations
@@ -97,6 +97,8 @@ def chunk_text(
     text: str, size: int = 200, overlap: int = 40, min_length: int = 20, *, line_breaks: bool = False
 ) -> list[str]:
     """Chunks of ``text`` (stripped), in order; see the module docstring for the rules."""
+    if len(text.strip()) <= size:  # a document that fits is one chunk: anchors only cut long ones
+        return [text.strip()] if len(text.strip()) >= min_length else []
     units: list[tuple[str, bool]] = []
     for sentence in split_sentences(text, line_breaks=line_breaks):
         if len(sentence) > size:
