@@ -151,9 +151,9 @@ class Ram2cAgent(Agent):
     when it does not validate: until every backend constrains decoding to the schema, a small model
     in json mode may still answer in plain text, and a usable answer is not thrown away."""
 
-    def parse(self, text: str | None, mode: str = "text"):
+    def parse(self, text: str | None, mode: str = "text", **options: Any):
         try:
-            return super().parse(text, mode)
+            return super().parse(text, mode, **options)
         except ParseError:
             if mode != "json":
                 raise
