@@ -43,6 +43,7 @@ from pipelines.retrieval.build import build_knowledge_base
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
 from pipelines.retrieval.embedders import Encoded
 from pipelines.retrieval.retriever import Retriever
+from pipelines.retrieval.rewrite import RewriteOutcome
 from pipelines.retrieval.store import KnowledgeStore
 
 CHARS = (
@@ -165,19 +166,11 @@ def main(argv: list[str] | None = None) -> dict:
             row = _measured_build(work, args.dim)
             print(json.dumps(row))
             return row
-        cfg = BuildKBConfig.model_validate(
-            {
-                "sources": [{"name": "generated", "kind": "class_records", "path": "corpus.jsonl", "id_field": "id"}],
-                "chunking": {"size": 200, "overlap": 40, "min_length": 20},
-                "store": {"path": "kb"},
-                "quality": {"enabled": False},
-            }
-        )
+        cfg = _config()
         groups = RetrievalConfig().groups
         embedder = RandomEmbedder(args.dim)
-        start = time.perf_counter()
-        first = build_knowledge_base(cfg, groups, root=work, embedder=embedder)
-        build_s = time.perf_counter() - start
+        memory = _measured_build(work, args.dim)
+        first, build_s = {"chunks": memory["chunks"]}, memory["build_s"]
         print(json.dumps({"chunks": first["chunks"], "build_s": round(build_s, 1)}), flush=True)
         start = time.perf_counter()
         again = build_knowledge_base(cfg, groups, root=work, embedder=embedder, progress=False)
@@ -201,7 +194,9 @@ def main(argv: list[str] | None = None) -> dict:
             "chunks": first["chunks"],
             "dim": args.dim,
             "build_s": round(build_s, 1),
-            "build_chunks_per_s": round(first["chunks"] / build_s, 1),
+            "build_chunks_per_s": memory["build_chunks_per_s"],
+            "peak_python_heap_mb": memory["peak_python_heap_mb"],
+            "peak_rss_growth_mb": memory["peak_rss_growth_mb"],
             "noop_rebuild_s": round(noop_s, 1),
             "noop_rebuild_embedded": again["embedded"],
             "store_mb": round(size_mb, 1),
@@ -221,8 +216,8 @@ class _FixedRewriter:
 
     failures = 0
 
-    async def rewrite(self, query: str) -> list[str]:
-        return [query[::-1], query[5:] + query[:5]]
+    async def run(self, query: str, *, sample_index: int = 0) -> RewriteOutcome:
+        return RewriteOutcome([query[::-1], query[5:] + query[:5]])
 
 
 if __name__ == "__main__":

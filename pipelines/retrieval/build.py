@@ -37,7 +37,7 @@ from pipelines.retrieval.store import KnowledgeStore, sparse_to_meta
 __all__ = ["Chunk", "LoadedSources", "build_knowledge_base", "chunk_id", "iter_chunks", "load_all"]
 log = logging.getLogger(__name__)
 EMBED_BATCH = 256
-WRITE_BATCH = 2048
+WRITE_BATCH = 256  # rows per Chroma write: bounds the vectors (and Chroma's copies) in memory
 
 
 @dataclass
