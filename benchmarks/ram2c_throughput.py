@@ -1,0 +1,183 @@
+"""Throughput of RAM2C dialogue generation against an OpenAI-compatible server with a fixed latency.
+
+50 single-turn dialogues (topics written first, then student -> drafter -> T -> P -> E groups of 3
+experts, 3 candidate documents each), the harness at concurrency 128, the ``openai`` backend in
+json mode talking to :class:`pipelines.llm.loopback.LoopbackServer` (its own process), which answers
+every agent with a well-formed reply after ``--latency`` seconds. Retrieval is the real
+:class:`Retriever` (query rewriter, Chroma, RRF) on a store built from ``data/kb_sources`` with a
+small hashing embedder, so the benchmark needs no model files.
+
+The longest chain of dependent calls is topic, student, drafter, then per group rewrite -> vote ->
+analysis -> revision -> synthesis: depth 3 + 3 x 5 = 18. Prints the wall time, the lower bound
+max(depth x latency, ceil(calls / concurrency) x latency), their ratio (goal <= 1.15) and the LLM
+calls per dialogue; the wall time of the two harness phases alone (without preflight, topic
+deduplication and the final datasets / LLaMA-Factory exports) is shown beside it.
+
+    python benchmarks/ram2c_throughput.py [--dialogues 50] [--concurrency 128] [--latency 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipelines.config import load_section  # noqa: E402
+from pipelines.llm.client import LLMRuntime  # noqa: E402
+from pipelines.llm.config import LLMConfig, OpenAIBackendConfig  # noqa: E402
+from pipelines.llm.loopback import LoopbackServer  # noqa: E402
+from pipelines.ram2c.config import Ram2cConfig  # noqa: E402
+from pipelines.ram2c.run import generate_ram2c_async  # noqa: E402
+from pipelines.retrieval.build import build_knowledge_base  # noqa: E402
+from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig  # noqa: E402
+from pipelines.retrieval.embedders import Encoded  # noqa: E402
+from pipelines.retrieval.service import open_retriever  # noqa: E402
+
+GROUPS = 3
+DEPTH = 3 + GROUPS * 5
+
+
+class HashingEmbedder:
+    """Character trigrams hashed into 256 dims (no model files); deterministic."""
+
+    identity = "hashing-trigram:256"
+
+    def _vectors(self, texts: list[str]) -> Encoded:
+        out = np.zeros((len(texts), 256), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for i in range(max(1, len(text) - 2)):
+                out[row, int(hashlib.md5(text[i : i + 3].encode()).hexdigest()[:6], 16) % 256] += 1
+        return Encoded(out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12))
+
+    encode_documents = encode_queries = _vectors
+
+
+def reply(body: dict) -> str:
+    """A well-formed reply for whichever agent sent the prompt (chosen by its system message)."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if "You write discussion questions" in system:
+        return json.dumps({"question": f"What did the hero feel at this point ({abs(hash(user)) % 10**8})?"})
+    if "You play a student" in system:
+        return json.dumps({"reply": "I think he was brave but also lonely on the island."})
+    if "You are a literature teacher discussing" in system:
+        return json.dumps({"reply": "Nice idea! Why do you think he felt lonely?"})
+    if "Judge one document only" in system:
+        return json.dumps({"vote": "yes" if len(user) % 2 else "no", "reason": "style"})
+    if "analyse explicitly" in system:
+        return json.dumps({"analysis": "The student notices feelings; the reply could ask for evidence."})
+    if "rewrite the teacher's reply" in system:
+        return json.dumps({"reply": "You noticed his feelings well! What in the story shows he was lonely?"})
+    if "You merge several improved versions" in system:
+        return json.dumps({"reply": "You noticed how lonely he felt. Which moment in the story shows it best?"})
+    if "Rewrite the search query" in system:
+        return "1. feelings of a shipwrecked hero\n2. loneliness on an island"
+    return "{}"
+
+
+def serve(latency_s: float, conn) -> None:
+    async def run() -> None:
+        async with LoopbackServer(latency_s=latency_s, reply=reply, record=False) as server:
+            conn.send(server.url)
+            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+            conn.send(server.count)
+
+    asyncio.run(run())
+
+
+def configs(work: Path, args) -> tuple[Ram2cConfig, BuildKBConfig, RetrievalConfig]:
+    params = ROOT / "params.yaml"
+    build = load_section("build_kb", BuildKBConfig, params)
+    sources = [s.model_copy(update={"path": str(ROOT / s.path)}) for s in build.sources if not s.optional]
+    build = build.model_copy(update={"sources": sources, "store": build.store.model_copy(update={"path": "kb"})})
+    retrieval = load_section("retrieval", RetrievalConfig, params)
+    ram2c = load_section("ram2c", Ram2cConfig, params)
+    sources = [
+        s.model_copy(update={"path": str(ROOT / s.path), "fallback": str(ROOT / s.fallback) if s.fallback else None})
+        for s in ram2c.sources
+    ]
+    ram2c = ram2c.model_copy(
+        update={
+            "sources": sources,
+            "dialogues": args.dialogues,
+            "turns": 1,
+            "concurrency": args.concurrency,
+            "progress": not args.quiet,
+            "output_mode": "json",
+            "topics": ram2c.topics.model_copy(update={"oversample": 1.0, "max_similarity": 0.999}),
+            "reflection": ram2c.reflection.model_copy(update={"candidates": args.candidates}),
+        }
+    )
+    return ram2c, build, retrieval
+
+
+async def main(args: argparse.Namespace) -> dict:
+    parent, child = multiprocessing.get_context("fork").Pipe()
+    server = multiprocessing.get_context("fork").Process(target=serve, args=(args.latency, child), daemon=True)
+    server.start()
+    url = parent.recv()
+    work = Path(tempfile.mkdtemp(prefix="ram2c-bench-"))
+    ram2c, build, retrieval = configs(work, args)
+    embedder = HashingEmbedder()
+    build_knowledge_base(build, retrieval.groups, root=work, embedder=embedder, progress=False)
+    spec = OpenAIBackendConfig(
+        kind="openai",
+        model="loopback",
+        base_urls=[url],
+        api_key_env=None,
+        max_concurrency=args.concurrency,
+        max_retries=0,
+    )
+    runtime = LLMRuntime(LLMConfig(default=spec, cache=None))
+    retriever = open_retriever(build, retrieval, llm=runtime.for_role("query_rewriter"), embedder=embedder, root=work)
+    start = time.perf_counter()
+    metrics = await generate_ram2c_async(ram2c, build, retrieval, root=work, runtime=runtime, retriever=retriever)
+    wall = time.perf_counter() - start
+    await runtime.close()
+    parent.send("stop")
+    calls = parent.recv()
+    server.join(timeout=5)
+    bound = max(DEPTH * args.latency, math.ceil(calls / args.concurrency) * args.latency)
+    generation = metrics["wall_s"]  # the two harness phases (topics, dialogues), without the final exports
+    result = {
+        "dialogues": metrics["dialogues"],
+        "pairs_kept": metrics["pairs_kept"],
+        "concurrency": args.concurrency,
+        "latency_s": args.latency,
+        "llm_calls": calls,
+        "llm_calls_per_dialogue": round(calls / max(1, metrics["dialogues"]), 2),
+        "depth": DEPTH,
+        "wall_s": round(wall, 2),
+        "generation_wall_s": generation,
+        "lower_bound_s": bound,
+        "ratio": round(wall / bound, 3),
+        "generation_ratio": round(generation / bound, 3),
+    }
+    print(json.dumps(result, indent=1))
+    print(
+        f"wall {wall:.2f} s (generation {generation:.2f} s, the rest is preflight, topic dedup and the datasets/"
+        f"LLaMA-Factory exports), lower bound {bound:.1f} s, ratio {wall / bound:.3f} "
+        f"(generation {generation / bound:.3f}; goal <= 1.15)"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dialogues", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--candidates", type=int, default=3, help="documents voted on per group")
+    parser.add_argument("--quiet", action="store_true")
+    asyncio.run(main(parser.parse_args()))

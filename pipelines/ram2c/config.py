@@ -1,0 +1,179 @@
+"""The ``ram2c`` section of params.yaml (stage ``generate_ram2c``): scenario, topics, students,
+the T/P/E expert groups, group reflection, ablations, quality gates and outputs.
+
+The knowledge bases come from the ``build_kb`` section (store, embedder) and the ``retrieval``
+section (which kinds each retrieval group reads); a group here names its retrieval group.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pipelines.agents.harness import GenerationOutputs, check_roles
+from pipelines.config import StrictModel
+from pipelines.llm.config import LLMConfig
+from pipelines.ram2c.scenario import load_scenario
+
+Language = Literal["en", "zh"]
+Level = Literal["recall", "understanding", "analysis", "evaluation", "creation"]
+GroupName = Literal["T", "P", "E"]
+Role = Literal["topic_writer", "student", "drafter", "voter", "analyst", "reviser", "synthesizer"]
+LEVELS: tuple[str, ...] = ("recall", "understanding", "analysis", "evaluation", "creation")
+
+
+class SourceConfig(StrictModel):
+    """A book in one language: ``path`` when it exists, else ``fallback`` (the project's own text).
+
+    Chapters are found by ``CHAPTER <n>`` / ``第<n>章`` headings; ``chapters`` picks some of ``path``
+    (1-based, null = all; the fallback gives all its chapters); each chapter gives
+    ``passages_per_chapter`` passages of about ``passage_chars`` characters.
+    """
+
+    language: Language
+    path: str
+    fallback: str | None = None
+    chapters: list[int] | None = None
+    passages_per_chapter: int = Field(1, ge=1)
+    passage_chars: int = Field(700, ge=100)
+
+
+def _default_sources() -> list[SourceConfig]:
+    return [
+        SourceConfig(
+            language="en",
+            path="../shared/data/tutoring/robinson_crusoe.txt",
+            fallback="data/ram2c/lighthouse.en.txt",
+            chapters=[1, 4, 5],
+        ),
+        SourceConfig(language="zh", path="data/ram2c/lighthouse.zh.txt", fallback=None),
+    ]
+
+
+class TopicConfig(StrictModel):
+    """Discussion questions over Bloom levels x learning directions, deduplicated by embedding."""
+
+    levels: list[Level] = Field(default_factory=lambda: list(LEVELS), min_length=1)
+    directions: list[str] = Field(
+        default_factory=lambda: ["character", "plot", "theme", "language", "connection"], min_length=1
+    )
+    excluded_themes: list[str] = Field(default_factory=lambda: ["religion"])
+    oversample: float = Field(1.5, ge=1.0, description="candidates written per dialogue (before dedup)")
+    max_similarity: float = Field(0.9, gt=0.0, le=1.0, description="cosine above which a topic is a duplicate")
+
+    @model_validator(mode="after")
+    def _known(self) -> TopicConfig:
+        scenario = load_scenario()
+        unknown = [d for d in self.directions if d not in scenario["directions"]]
+        if unknown:
+            raise ValueError(f"unknown directions {unknown}; use some of {sorted(scenario['directions'])}")
+        return self
+
+
+class StudentConfig(StrictModel):
+    seed: int = 0
+
+
+class GroupConfig(StrictModel):
+    """One expert group: its name (T, P, E) and the retrieval group (``retrieval.groups`` key) it reads."""
+
+    name: GroupName
+    retrieval_group: str
+
+
+def _default_groups() -> list[GroupConfig]:
+    return [
+        GroupConfig(name="T", retrieval_group="teacher"),
+        GroupConfig(name="P", retrieval_group="psychologist"),
+        GroupConfig(name="E", retrieval_group="ethics"),
+    ]
+
+
+class ReflectionConfig(StrictModel):
+    """Group reflection: ``candidates`` documents retrieved per group, each voted on by every expert;
+    a document with at least ``accept_share`` yes votes is accepted."""
+
+    candidates: int = Field(3, ge=1)
+    accept_share: float = Field(0.5, gt=0.0, le=1.0)
+
+
+class AblationConfig(StrictModel):
+    """The paper's Table 3, one switch each: ``skip_groups`` [P] / [E] / [P, E]; ``one_expert``;
+    ``selection``: vote (group reflection), similarity (voting off: top retrieved documents),
+    rerank (cross-encoder scores instead of votes; needs retrieval.rerank.model)."""
+
+    skip_groups: list[Literal["P", "E"]] = []
+    one_expert: bool = False
+    selection: Literal["vote", "similarity", "rerank"] = "vote"
+
+
+class GateConfig(StrictModel):
+    """Quality gates on each pair (see :mod:`pipelines.ram2c.gates`)."""
+
+    max_chars: dict[Language, int] = Field(default_factory=lambda: {"en": 1200, "zh": 500})
+    min_language_share: float = Field(0.5, ge=0.0, le=1.0)
+
+
+ROLES = ("topic_writer", "student", "drafter", "expert", "synthesizer", "query_rewriter")
+"""The RAM2C LLM roles (``llm.roles`` may name only these); votes, analyses and revisions are ``expert``."""
+
+
+class OutputsConfig(GenerationOutputs):
+    """The one place the stage's output folders are named (dvc.yaml lists the files in them)."""
+
+    generated_dir: str = "data/generated/ram2c"
+    reports_dir: str = "reports/generate_ram2c"
+    llamafactory_name: str = "ram2c_preference"
+
+
+class Ram2cConfig(StrictModel):
+    sources: list[SourceConfig] = Field(default_factory=_default_sources, min_length=1)
+    language: Language = "en"
+    dialogues: int = Field(6, ge=1)
+    turns: int = Field(1, ge=1)
+    topics: TopicConfig = TopicConfig()
+    students: StudentConfig = StudentConfig()
+    groups: list[GroupConfig] = Field(default_factory=_default_groups, min_length=1)
+    experts_per_group: int = Field(3, ge=1)
+    reflection: ReflectionConfig = ReflectionConfig()
+    ablation: AblationConfig = AblationConfig()
+    max_tokens: dict[Role, int] = {}
+    output_mode: Literal["text", "json"] = "json"
+    max_attempts: int = Field(2, ge=1)
+    retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
+    concurrency: int = Field(16, ge=1)
+    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
+    progress: bool = True
+    gates: GateConfig = GateConfig()
+    llm: LLMConfig
+    outputs: OutputsConfig = OutputsConfig()
+
+    @field_validator("llm")
+    @classmethod
+    def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
+        check_roles(llm, ROLES)
+        return llm
+
+    @model_validator(mode="after")
+    def _groups_and_experts(self) -> Ram2cConfig:
+        names = [g.name for g in self.groups]
+        if len(set(names)) != len(names):
+            raise ValueError(f"groups must be distinct; got {names}")
+        experts = load_scenario()["experts"]
+        for name in names:
+            if self.experts_per_group > len(experts[name]):
+                raise ValueError(
+                    f"experts_per_group {self.experts_per_group} > {len(experts[name])} personas of group {name} "
+                    "(pipelines/ram2c/agents/scenario.yaml); lower it or add personas"
+                )
+        if not any(s.language == self.language for s in self.sources):
+            raise ValueError(f"no source in language {self.language!r}; add one to ram2c.sources")
+        return self
+
+    def active_groups(self) -> list[GroupConfig]:
+        """Groups in order T -> P -> E, without the ablated ones."""
+        return [g for g in self.groups if g.name not in self.ablation.skip_groups]
+
+    def experts(self) -> int:
+        return 1 if self.ablation.one_expert else self.experts_per_group

@@ -1,0 +1,154 @@
+"""The RAM2C team for one dialogue: a simulated student, the drafting model, and the T -> P -> E
+expert groups, for up to ``turns`` turns.
+
+    turn t:  student answers (the topic, or the previous final reply)     -> A
+             drafter replies to the pair's prompt (scenario + history + A) -> R2 (rejected)
+             T group refines R2, P group refines T's reply, E group refines P's -> R1 (chosen)
+
+The prompt of the pair is exactly what the drafter saw: the system message (book, topic, student
+profile), the earlier turns (student answers and chosen replies) and the latest answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.agents import SampleTrace
+from pipelines.llm.types import Message
+from pipelines.ram2c.agents import make_agents
+from pipelines.ram2c.config import Ram2cConfig
+from pipelines.ram2c.groups import ExpertGroup, GroupOutcome, TurnContext, group_experts
+from pipelines.ram2c.students import Persona
+from pipelines.ram2c.topics import Topic, TopicPlan
+
+
+@dataclass(frozen=True)
+class DialoguePlan:
+    id: str
+    topic: Topic
+    persona: Persona
+    language: str
+
+
+@dataclass
+class Turn:
+    turn: int
+    prompt: list[Message]
+    answer: str
+    rejected: str
+    chosen: str
+    groups: list[GroupOutcome] = field(default_factory=list)
+
+
+@dataclass
+class Dialogue:
+    id: str
+    topic: str
+    persona: dict[str, Any]
+    turns: list[Turn] = field(default_factory=list)
+    failures: int = 0
+    stopped: str | None = None
+    calls: int = 0
+    tokens: int = 0
+
+
+class Ram2cTeam:
+    """Topics and dialogues; ``llm_for(role)`` gives each role its LLM (``LLMRuntime.for_role``)."""
+
+    def __init__(self, cfg: Ram2cConfig, llm_for: Callable[[str], Any], retriever, *, reranker=None):
+        self.cfg = cfg
+        self.agents = make_agents(
+            max_tokens=dict(cfg.max_tokens), max_attempts=cfg.max_attempts, retry_temperature=cfg.retry_temperature
+        )
+        self._llms: dict[str, Any] = {}
+        self._llm_for = llm_for
+        self.groups = [
+            ExpertGroup(
+                g.name,
+                g.retrieval_group,
+                group_experts(g.name, cfg.experts(), cfg.language),
+                self.agents,
+                self.llm,
+                retriever,
+                candidates=cfg.reflection.candidates,
+                accept_share=cfg.reflection.accept_share,
+                selection=cfg.ablation.selection,
+                reranker=reranker,
+                mode=cfg.output_mode,
+            )
+            for g in cfg.active_groups()
+        ]
+
+    def llm(self, role: str) -> Any:
+        if role not in self._llms:
+            self._llms[role] = self._llm_for(role)
+        return self._llms[role]
+
+    async def write_topic(self, plan: TopicPlan, trace: SampleTrace, *, avoid: list[str]) -> Topic | None:
+        """One discussion question for ``plan`` (None when the reply never parsed)."""
+        agent = self.agents["topic_writer"]
+        record = await agent.run(
+            self.llm(agent.role), plan.vars(self.cfg.language, avoid), tag="topic", mode=self.cfg.output_mode
+        )
+        trace.add(record, step="topic", passage=plan.passage.id, level=plan.level, direction=plan.direction)
+        return Topic(plan, record.parsed) if record.ok else None
+
+    async def dialogue(self, plan: DialoguePlan, trace: SampleTrace) -> Dialogue:
+        """Up to ``turns`` turns of (A, R2, R1); a failed student or drafter call ends the dialogue."""
+        lang = plan.language
+        book, topic, student = plan.topic.plan.passage.book, plan.topic.question, plan.persona.to_vars()
+        result = Dialogue(plan.id, topic, student)
+        history: list[Message] = []
+        teacher_reply = None
+        for turn in range(1, self.cfg.turns + 1):
+            said = await self._step(
+                result,
+                "student",
+                {"book": book, "student": student, "topic": topic, "teacher_reply": teacher_reply, "language": lang},
+                trace,
+                turn,
+            )
+            if not said.ok:
+                result.failures, result.stopped = result.failures + 1, f"student failed in turn {turn}"
+                break
+            answer = said.parsed
+            drafted = await self._step(
+                result,
+                "drafter",
+                {
+                    "book": book,
+                    "topic": topic,
+                    "student": student,
+                    "answer": answer,
+                    "history": history,
+                    "language": lang,
+                },
+                trace,
+                turn,
+            )
+            if not drafted.ok:
+                result.failures, result.stopped = result.failures + 1, f"drafter failed in turn {turn}"
+                break
+            ctx = TurnContext(lang, book, topic, student, answer, turn)
+            reply, outcomes = drafted.parsed, []
+            for group in self.groups:  # T -> P -> E: each group refines the previous group's reply
+                outcome = await group.refine(ctx, reply, trace)
+                outcomes.append(outcome)
+                result.failures += outcome.failures
+                result.calls += outcome.calls
+                result.tokens += outcome.tokens
+                reply = outcome.reply_out
+            result.turns.append(Turn(turn, drafted.prompt, answer, drafted.parsed, reply, outcomes))
+            history = history + [{"role": "user", "content": answer}, {"role": "assistant", "content": reply}]
+            teacher_reply = reply
+        return result
+
+    async def _step(self, result: Dialogue, name: str, vars: dict, trace: SampleTrace, turn: int):
+        agent = self.agents[name]
+        record = await agent.run(self.llm(agent.role), vars, tag=f"{name}/{turn}", mode=self.cfg.output_mode)
+        trace.add(record, step=name, turn=turn)
+        result.calls += record.calls
+        result.tokens += record.usage["prompt_tokens"] + record.usage["completion_tokens"]
+        return record

@@ -1,0 +1,218 @@
+"""Expert groups on scripted replies: vote counting and the threshold, distinct personas, the
+T -> P -> E order, every ablation, concurrency of experts, and what the trace records."""
+
+import asyncio
+import time
+
+import pytest
+
+from pipelines.agents import SampleTrace
+from pipelines.llm.scripted import ScriptedBackend
+from pipelines.ram2c.config import Ram2cConfig
+from pipelines.ram2c.groups import group_experts, tally
+from pipelines.ram2c.sources import Passage
+from pipelines.ram2c.students import make_personas
+from pipelines.ram2c.team import DialoguePlan, Ram2cTeam
+from pipelines.ram2c.topics import Topic, TopicPlan
+from tests.ram2c.scripted import DOCS, FakeRetriever, backend, rules, scripted_llm_for
+
+LLM_CFG = {"default": {"kind": "scripted", "replies": "unused.jsonl"}}
+DRAFT = "Nice answer. Why did he go?"
+
+
+def config(**changes):
+    return Ram2cConfig(llm=LLM_CFG, output_mode="text", **changes)
+
+
+def plan(i=0, language="en"):
+    passage = Passage("Book", 1, 0, "A passage.", language)
+    topic = Topic(TopicPlan(i, passage, "recall", "plot"), f"Why did he go to sea ({i})?")
+    return DialoguePlan(f"d{i}", topic, make_personas(i + 1, language)[i], language)
+
+
+def run(cfg, *, scripted=None, docs=DOCS, reranker=None, plans=None):
+    scripted = scripted or backend()
+    llm_for = scripted_llm_for(scripted)
+    retriever = FakeRetriever(docs)
+    team = Ram2cTeam(cfg, llm_for, retriever, reranker=reranker)
+    plans = plans or [plan()]
+    traces = [SampleTrace(p.id) for p in plans]
+
+    async def main():
+        return await asyncio.gather(*(team.dialogue(p, t) for p, t in zip(plans, traces, strict=True)))
+
+    return asyncio.run(main()), traces, scripted, retriever, llm_for
+
+
+@pytest.mark.parametrize(
+    "votes, threshold, share, accepted",
+    [
+        ({"a": True, "b": False, "c": False}, 0.5, 1 / 3, False),
+        ({"a": True, "b": True, "c": False}, 0.5, 2 / 3, True),
+        ({"a": True, "b": True, "c": False}, 2 / 3, 2 / 3, True),  # exactly the share passes
+        ({"a": True, "b": True, "c": False}, 0.7, 2 / 3, False),
+        ({"a": True, "b": None, "c": None}, 0.34, 1 / 3, False),  # a failed vote counts as no
+        ({"a": True, "b": True, "c": True, "d": False, "e": False}, 0.6, 0.6, True),
+    ],
+)
+def test_tally_counts_yes_votes_against_the_threshold(votes, threshold, share, accepted):
+    assert tally(votes, threshold) == (pytest.approx(share), accepted)
+
+
+@pytest.mark.parametrize("group, language", [("T", "en"), ("P", "en"), ("E", "zh"), ("T", "zh")])
+def test_experts_of_a_group_have_distinct_personas(group, language):
+    experts = group_experts(group, 3, language)
+    assert len(experts) == 3
+    for field in ("id", "name", "dimension", "profile"):
+        assert len({getattr(e, field) for e in experts}) == 3, field
+    assert len(group_experts("T", 5, language)) == 5
+
+
+def test_groups_run_in_order_and_each_refines_the_previous_reply():
+    (dialogue,), (trace,), scripted, retriever, llm_for = run(config())
+    turn = dialogue.turns[0]
+    assert turn.rejected == DRAFT
+    assert turn.chosen == f"E:Ms. Reyes[P:Dr. Hart[T:Ms. Lin[{DRAFT}]]]"
+    assert [g.group for g in turn.groups] == ["T", "P", "E"]
+    assert [g.reply_in for g in turn.groups] == [DRAFT, f"T:Ms. Lin[{DRAFT}]", f"P:Dr. Hart[T:Ms. Lin[{DRAFT}]]"]
+    assert [group for group, _ in retriever.queries] == ["teacher", "psychologist", "ethics"]
+    assert DRAFT in retriever.queries[0][1] and "he went to sea" in retriever.queries[0][1]
+    assert sorted(set(llm_for.roles)) == ["drafter", "expert", "student", "synthesizer"]
+    assert dialogue.failures == 0
+
+
+def test_votes_accept_by_share_and_every_vote_is_traced():
+    (dialogue,), (trace,), *_ = run(config())
+    t_group = dialogue.turns[0].groups[0]
+    assert t_group.retrieved == 3 and t_group.accepted == 2  # "good teaching idea", "good example"
+    assert [v["accepted"] for v in t_group.votes] == [True, False, True]
+    assert t_group.votes[1] == {
+        "document": "teacher/1",
+        "votes": {"style": False, "knowledge": False, "logic": False},
+        "share": 0.0,
+        "accepted": False,
+    }
+    vote_rows = [r for r in trace.rows if r["agent"] == "voter"]
+    assert len(vote_rows) == 3 * 3 + 2 * 3 + 2 * 3  # candidates x experts, per group
+    assert {(r["group"], r["expert"], r["document"]) for r in vote_rows if r["group"] == "T"} == {
+        ("T", e, f"teacher/{d}") for e in ("style", "knowledge", "logic") for d in range(3)
+    }
+    retrieval = [r for r in trace.rows if r["agent"] == "retrieval"]
+    assert [r["group"] for r in retrieval] == ["T", "P", "E"]
+    assert retrieval[0]["parsed"]["hits"][0]["scores"] == {"dense": 1.0, "rrf": pytest.approx(1 / 60)}
+    reflection = next(r for r in trace.rows if r["agent"] == "reflection" and r["group"] == "T")
+    assert reflection["parsed"]["threshold"] == 0.5 and len(reflection["parsed"]["documents"]) == 3
+
+
+def test_each_expert_analyses_a_distinct_accepted_reference_then_revises():
+    (dialogue,), (trace,), *_ = run(config())
+    analyses = [r for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"]
+    assert {r["expert"]: r["document"] for r in analyses} == {
+        "style": "teacher/0",
+        "knowledge": "teacher/2",
+        "logic": None,
+    }
+    by_expert = {r["expert"]: r for r in analyses}
+    assert "good teaching idea" in by_expert["style"]["prompt"][1]["content"]
+    assert "You have no reference" in by_expert["logic"]["prompt"][1]["content"]
+    revisions = [r for r in trace.rows if r["agent"] == "reviser" and r["group"] == "T"]
+    assert len(revisions) == 3 and all("The student feels curious" in r["prompt"][1]["content"] for r in revisions)
+    synthesis = [r for r in trace.rows if r["agent"] == "synthesizer"]
+    assert [r["group"] for r in synthesis] == ["T", "P", "E"]
+
+
+def test_threshold_one_accepts_only_unanimous_documents():
+    scripted = ScriptedBackend(rules())
+    (dialogue,), *_ = run(config(reflection={"candidates": 3, "accept_share": 1.0}), scripted=scripted)
+    assert [g.accepted for g in dialogue.turns[0].groups] == [2, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "ablation, groups",
+    [({"skip_groups": ["P"]}, ["T", "E"]), ({"skip_groups": ["E"]}, ["T", "P"]), ({"skip_groups": ["P", "E"]}, ["T"])],
+)
+def test_ablations_skip_groups(ablation, groups):
+    (dialogue,), (trace,), _, retriever, _ = run(config(ablation=ablation))
+    assert [g.group for g in dialogue.turns[0].groups] == groups
+    assert len(retriever.queries) == len(groups)
+    expected, first = DRAFT, {"T": "Ms. Lin", "P": "Dr. Hart", "E": "Ms. Reyes"}
+    for g in groups:
+        expected = f"{g}:{first[g]}[{expected}]"
+    assert dialogue.turns[0].chosen == expected
+
+
+def test_ablation_one_expert_per_group():
+    (dialogue,), (trace,), *_ = run(config(ablation={"one_expert": True}))
+    votes = [r for r in trace.rows if r["agent"] == "voter"]
+    assert len(votes) == 3 + 2 + 2  # one expert x candidates
+    assert {r["expert"] for r in votes} == {"style", "emotion", "safety"}
+    assert all(len(v["votes"]) == 1 for g in dialogue.turns[0].groups for v in g.votes)
+
+
+def test_ablation_voting_off_takes_the_top_retrieved_documents():
+    (dialogue,), (trace,), scripted, *_ = run(config(ablation={"selection": "similarity"}))
+    assert not [r for r in trace.rows if r["agent"] in ("voter", "reflection")]
+    assert not any("Judge one document" in m[0]["content"] for m in scripted.calls)
+    analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"}
+    assert analyses == {"style": "teacher/0", "knowledge": "teacher/1", "logic": "teacher/2"}
+
+
+class ReverseReranker:
+    """Scores later documents higher (test double of the cross-encoder)."""
+
+    def __init__(self):
+        self.seen = []
+
+    def score(self, query, passages):
+        self.seen.append((query, passages))
+        return [float(i) for i in range(len(passages))]
+
+
+def test_ablation_reranker_instead_of_votes():
+    reranker = ReverseReranker()
+    (dialogue,), (trace,), *_ = run(config(ablation={"selection": "rerank"}), reranker=reranker)
+    assert not [r for r in trace.rows if r["agent"] == "voter"]
+    analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"}
+    assert analyses == {"style": "teacher/2", "knowledge": "teacher/1", "logic": "teacher/0"}
+    assert len(reranker.seen) == 3
+
+
+def test_rerank_without_a_reranker_is_refused():
+    with pytest.raises(ValueError, match="needs a reranker"):
+        Ram2cTeam(config(ablation={"selection": "rerank"}), scripted_llm_for(backend()), FakeRetriever(DOCS))
+
+
+def test_multi_turn_history_uses_the_chosen_replies():
+    (dialogue,), (trace,), *_ = run(config(turns=3))
+    assert [t.turn for t in dialogue.turns] == [1, 2, 3]
+    third = dialogue.turns[2].prompt
+    assert [m["role"] for m in third] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert third[2]["content"] == dialogue.turns[0].chosen and third[4]["content"] == dialogue.turns[1].chosen
+    student_turn2 = next(r for r in trace.rows if r["agent"] == "student" and r["turn"] == 2)
+    assert dialogue.turns[0].chosen in student_turn2["prompt"][1]["content"]
+
+
+def test_failed_synthesis_keeps_the_first_revision_and_failed_revisions_pass_through():
+    broken = [r for r in rules() if "merge" not in r[0]] + [(r"You merge several", "")]
+    (dialogue,), *_ = run(config(ablation={"skip_groups": ["P", "E"]}), scripted=ScriptedBackend(broken))
+    group = dialogue.turns[0].groups[0]
+    assert group.reply_out == f"T:Ms. Lin[{DRAFT}]" and not group.synthesized and group.failures == 1
+    no_revisions = [r for r in rules() if "rewrite" not in r[0]] + [(r"rewrite the teacher", "   ")]
+    (dialogue,), *_ = run(config(ablation={"skip_groups": ["P", "E"]}), scripted=ScriptedBackend(no_revisions))
+    assert dialogue.turns[0].chosen == DRAFT and dialogue.turns[0].groups[0].failures == 3
+
+
+def test_experts_of_a_group_and_dialogues_run_concurrently():
+    slow = ScriptedBackend(rules(), delay_s=0.1)
+    start = time.perf_counter()
+    results, *_ = run(config(), scripted=slow, plans=[plan(i) for i in range(4)])
+    wall = time.perf_counter() - start
+    # depth per dialogue: student, drafter, then 4 per group (vote, analysis, revision, synthesis) = 14 calls
+    assert all(len(d.turns) == 1 for d in results)
+    assert len(slow.calls) == 4 * (2 + (9 + 3 + 3 + 1) + 2 * (6 + 3 + 3 + 1))  # votes, analyses, revisions, synthesis
+    assert wall < 5.0, wall  # 14 x 0.1 s in depth; one call at a time would take 176 x 0.1 s = 17.6 s
+
+
+def test_zh_dialogue_runs_through_the_groups():
+    (dialogue,), (trace,), *_ = run(config(language="zh"), plans=[plan(0, "zh")])
+    assert dialogue.turns[0].chosen.startswith("E:许老师[P:何博士[T:林老师[")

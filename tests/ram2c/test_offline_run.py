@@ -1,0 +1,64 @@
+"""The stage function with the offline default model (SmolLM2-135M) and a demo knowledge base
+(``data/kb_sources`` embedded with the offline MiniLM): at least 3 pairs kept and every output written."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import load_section
+from pipelines.ram2c.config import Ram2cConfig
+from pipelines.ram2c.run import generate_ram2c
+from pipelines.retrieval.build import build_knowledge_base
+from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
+from tests.tiny_models import minilm_dir, smollm2_dir
+
+PROJECT = Path(__file__).resolve().parents[2]
+PARAMS = PROJECT / "params.yaml"
+
+
+@pytest.mark.slow
+def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
+    build = load_section("build_kb", BuildKBConfig, PARAMS)
+    sources = [s.model_copy(update={"path": str(PROJECT / s.path)}) for s in build.sources if not s.optional]
+    build = build.model_copy(
+        update={
+            "sources": sources,
+            "embedder": build.embedder.model_copy(update={"path": str(minilm_dir())}),
+            "store": build.store.model_copy(update={"path": "kb"}),
+        }
+    )
+    retrieval = load_section("retrieval", RetrievalConfig, PARAMS)
+    build_knowledge_base(build, retrieval.groups, root=tmp_path, progress=False)
+    cfg = load_section("ram2c", Ram2cConfig, PARAMS)
+    sources = [
+        s.model_copy(
+            update={"path": str(PROJECT / s.path), "fallback": str(PROJECT / s.fallback) if s.fallback else None}
+        )
+        for s in cfg.sources
+    ]
+    llm = cfg.llm.model_copy(
+        update={
+            "default": cfg.llm.default.model_copy(update={"model": str(smollm2_dir())}),
+            "cache": str(tmp_path / "c.sqlite"),
+        }
+    )
+    cfg = cfg.model_copy(update={"sources": sources, "llm": llm, "dialogues": 4, "progress": False})
+    metrics = generate_ram2c(cfg, build, retrieval, root=tmp_path)
+    out = tmp_path / cfg.outputs.generated_dir
+    assert metrics["dialogues"] == 4 and metrics["pairs_kept"] >= 3, metrics
+    assert sum(metrics["dropped_by_reason"].values()) == metrics["pairs_dropped"]
+    assert set(metrics["groups"]) == {"T", "P", "E"} and metrics["groups"]["T"]["retrieved"] > 0
+    assert metrics["groups"]["T"]["votes"] == metrics["groups"]["T"]["retrieved"] * 3
+    dpo = [json.loads(line) for line in (out / "dpo.jsonl").read_text().splitlines()]
+    assert len(dpo) == metrics["pairs_kept"] and all(
+        r["chosen"][0]["content"] != r["rejected"][0]["content"] for r in dpo
+    )
+    traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
+    steps = {(r.get("group"), r.get("step")) for r in traces}
+    for group in ("T", "P", "E"):
+        for step in ("retrieval", "voter", "reflection", "analyst", "reviser", "synthesizer"):
+            assert (group, step) in steps, (group, step)
+    info = json.loads((out / "llamafactory" / "dataset_info.json").read_text())
+    assert info["ram2c_preference"]["ranking"] is True
+    assert (out / "preference" / "dataset_info.json").exists()

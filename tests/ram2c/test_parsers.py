@@ -1,0 +1,119 @@
+"""Parsers of the RAM2C agents on clean, noisy, JSON, empty and garbage replies; json mode falls
+back to the text parser when a reply is not valid JSON."""
+
+import pytest
+
+from pipelines.agents import ParseError
+from pipelines.ram2c.agents import make_agents, parse_analysis, parse_question, parse_reply, parse_vote
+
+AGENTS = make_agents()
+
+
+@pytest.mark.parametrize(
+    "text, vote",
+    [
+        ("yes", True),
+        ("Yes, it shows a warm style.", True),
+        ("no", False),
+        ("No. It is not useful here.", False),
+        ('{"vote": "yes", "reason": "style"}', True),
+        ('```json\n{"vote": "no"}\n```', False),
+        ("是，这篇文档有参考价值。", True),
+        ("否", False),
+        ("I think yes, although it is not about the book.", True),  # the earliest word counts
+    ],
+)
+def test_parse_vote(text, vote):
+    assert parse_vote(text) is vote
+
+
+@pytest.mark.parametrize("text", ["maybe", "???", "The document talks about fish."])
+def test_parse_vote_garbage(text):
+    with pytest.raises(ParseError):
+        parse_vote(text)
+
+
+@pytest.mark.parametrize(
+    "text, reply",
+    [
+        ("Great job! Why do you think so?", "Great job! Why do you think so?"),
+        ("Teacher: Great job! Why?", "Great job! Why?"),
+        ('"Great job! Why?"', "Great job! Why?"),
+        ("**Final reply:** Great job!", "Great job!"),
+        ('{"reply": "Great job!"}', "Great job!"),
+        ("最终回复：你说得真好！为什么呢？", "你说得真好！为什么呢？"),
+    ],
+)
+def test_parse_reply(text, reply):
+    assert parse_reply(text) == reply
+
+
+@pytest.mark.parametrize("text", ["", "   ", "Teacher:", '""'])
+def test_parse_reply_empty(text):
+    with pytest.raises(ParseError):
+        AGENTS["reviser"].parse(text)
+
+
+@pytest.mark.parametrize(
+    "text, question",
+    [
+        ("Why did Mara take the lantern?", "Why did Mara take the lantern?"),
+        ("Here is a question:\nQuestion: Why did Mara climb the stair? It was dark.", "Why did Mara climb the stair?"),
+        ('{"question": "How did Tobin feel?"}', "How did Tobin feel?"),
+        ("玛拉为什么接过提灯？请说明理由。", "玛拉为什么接过提灯？"),
+        ("Describe how the storm changed Mara.", "Describe how the storm changed Mara."),
+    ],
+)
+def test_parse_question(text, question):
+    assert parse_question(text) == question
+
+
+@pytest.mark.parametrize("text", ["", "Why?", "\n\n"])
+def test_parse_question_rejects_empty_and_too_short(text):
+    with pytest.raises(ParseError):
+        AGENTS["topic_writer"].parse(text)
+
+
+def test_parse_analysis():
+    assert parse_analysis("Analysis: The student is curious.") == "The student is curious."
+    assert parse_analysis('{"analysis": "学生很好奇。"}') == "学生很好奇。"
+
+
+def test_json_mode_validates_and_falls_back_to_text():
+    voter = AGENTS["voter"]
+    assert voter.parse('{"vote": "yes", "reason": "warm"}', "json") is True
+    assert voter.parse("no, not useful", "json") is False  # not JSON: the text parser decides
+    with pytest.raises(ParseError):
+        voter.parse('{"vote": "perhaps"}', "json")
+    assert AGENTS["synthesizer"].parse('{"reply": "Teacher: Well done!"}', "json") == "Well done!"
+    assert AGENTS["topic_writer"].parse('{"question": "Why did he sail? Because."}', "json") == "Why did he sail?"
+
+
+def test_json_mode_prompt_shows_the_schema():
+    messages = AGENTS["voter"].render(
+        "en",
+        output_mode="json",
+        expert={"name": "A", "profile": "p", "dimension": "d"},
+        group_name="g",
+        topic="t",
+        answer="a",
+        reply="r",
+        document="doc",
+    )
+    system = messages[0]["content"]
+    assert "Reply with JSON matching this schema:" in system and '"vote"' in system and '"yes"' in system
+    zh = AGENTS["synthesizer"].render(
+        "zh",
+        output_mode="json",
+        topic="t",
+        answer="a",
+        revisions=["x"],
+        student={
+            "grade": "五年级",
+            "traits": ["害羞", "好奇"],
+            "interest": "足球",
+            "reading_level": "阅读水平与年级相当",
+        },
+    )
+    assert "请用符合以下模式的 JSON 回复：" in zh[0]["content"] and '"reply"' in zh[0]["content"]
+    assert AGENTS["voter"].json_schema["properties"]["vote"]["enum"] == ["yes", "no"]
