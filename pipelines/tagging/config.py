@@ -11,7 +11,8 @@ from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 from pipelines.tagging.baselines.embedding import EmbeddingBaselineConfig
 from pipelines.tagging.baselines.plm import PLMBaselineConfig
-from pipelines.tagging.data import DemoConfig, TaggingDataConfig
+from pipelines.tagging.data import TaggingDataConfig
+from pipelines.tagging.split import DemoConfig, SplitConfig
 from pipelines.tagging.team import TeamConfig
 
 System = Literal["team", "single_llm", "embedding", "plm"]
