@@ -36,9 +36,11 @@ class OutputsConfig(GenerationOutputs):
 
 class TaggingConfig(StrictModel):
     data: TaggingDataConfig = TaggingDataConfig()
+    split: SplitConfig = SplitConfig()
     demos: DemoConfig = DemoConfig()
     systems: list[System] = Field(default_factory=lambda: ["team", "single_llm", "embedding", "plm"], min_length=1)
     output_mode: Literal["text", "json"] = "json"
+    failure_outcome: Literal["wrong", "no", "omit"] = "wrong"  # how a failed sample is scored
     concurrency: int = Field(16, ge=1)
     max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
     llm: LLMConfig

@@ -39,7 +39,7 @@ from pipelines.tagging.agents.numerical_judge import (
     make_arg_extractor,
     make_program_writer,
 )
-from pipelines.tagging.agents.planner import Plan, SubConstraint, make_planner
+from pipelines.tagging.agents.planner import Plan, PlannerExamples, SubConstraint, make_planner
 from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.solver import make_solver
 from pipelines.tagging.data import TaggingExample
@@ -146,8 +146,10 @@ class TaggingTeam:
         sandbox: Callable[..., Any] = run_python,
         *,
         mode: Literal["text", "json"] = "text",
+        planner_examples: PlannerExamples | None = None,
     ):
         self.cfg = cfg
+        self.planner_examples = planner_examples or PlannerExamples()
         self.mode = mode
         self.demonstrations = demonstrations  # {concept: [rows]} or an object with for_example(example)
         self.sandbox = sandbox
@@ -186,7 +188,8 @@ class TaggingTeam:
         key = (example.definition, example.language)
         first = key not in self._plans
         if first:
-            vars = {"definition": example.definition, "language": example.language}
+            examples = self.planner_examples.for_definition(example.definition, example.language)
+            vars = {"definition": example.definition, "language": example.language, "examples": examples}
             self._plans[key] = asyncio.ensure_future(self._make_plan(vars))
         task = self._plans[key]
         record = await asyncio.shield(task)
