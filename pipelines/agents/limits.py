@@ -1,7 +1,8 @@
 """One concurrency limit for every LLM call of a run, with older samples served first.
 
 The runner installs a :class:`CallLimiter` and each sample's ordinal in context variables; every
-agent call (and anything else that should share the limit) enters ``call_slot()``. Tasks created
+LLM call enters ``call_slot()`` inside ``LLM.chat`` after a cache miss (a hit holds no slot), and
+anything else that should share the limit enters it too. Tasks created
 with ``asyncio.gather`` inherit the context, so a team's parallel agents need no plumbing.
 Waiting calls are granted in order of their sample's ordinal (then arrival), so samples already
 under way finish before new ones start: the engine's queue stays deep while the tail stays short.
@@ -64,10 +65,6 @@ def install(limiter: CallLimiter | None, priority: int = 0) -> None:
     """Make ``limiter`` and ``priority`` current for this task and the tasks it creates."""
     _limiter.set(limiter)
     _priority.set(priority)
-
-
-def current_limiter() -> CallLimiter | None:
-    return _limiter.get()
 
 
 @asynccontextmanager

@@ -25,11 +25,13 @@ from pipelines.io import write_json_atomic
 
 @dataclass
 class RoleUsage:
-    """Running totals of one role. ``calls`` counts every request, cached or not."""
+    """Running totals of one role. ``calls`` counts every request, cached or not; ``not_cached``
+    counts fresh replies kept out of the cache (empty or content-filtered)."""
 
     calls: int = 0
     cache_hits: int = 0
     errors: int = 0
+    not_cached: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -44,6 +46,7 @@ class RoleUsage:
             "calls": self.calls,
             "cache_hits": self.cache_hits,
             "errors": self.errors,
+            "not_cached": self.not_cached,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "latency_mean_s": round(sum(lat) / len(lat), 4) if lat else 0.0,
@@ -72,6 +75,7 @@ def _summaries(roles: dict[str, RoleUsage]) -> dict[str, dict[str, Any]]:
         total.calls += usage.calls
         total.cache_hits += usage.cache_hits
         total.errors += usage.errors
+        total.not_cached += usage.not_cached
         total.prompt_tokens += usage.prompt_tokens
         total.completion_tokens += usage.completion_tokens
         total.latencies.extend(usage.latencies)
@@ -94,10 +98,20 @@ class Accounting:
         scope = _scope.get()
         return [self.roles[role]] + ([self.scopes[scope][role]] if scope is not None else [])
 
-    def record(self, role: str, *, prompt_tokens: int, completion_tokens: int, cached: bool, latency_s: float) -> None:
+    def record(
+        self,
+        role: str,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached: bool,
+        latency_s: float,
+        uncacheable: bool = False,
+    ) -> None:
         for usage in self._targets(role):
             usage.calls += 1
             usage.cache_hits += int(cached)
+            usage.not_cached += int(uncacheable)
             usage.prompt_tokens += prompt_tokens
             usage.completion_tokens += completion_tokens
             if not cached:

@@ -1,54 +1,127 @@
 """Persistent request cache: SQLite in WAL mode, one row per finished LLM call.
 
-Key = sha256 over (model identity, messages, sampling parameters, sample index). A stage killed
-halfway and started again finds every finished call here, so it repeats none of them and, since
-replies are replayed verbatim, produces the same outputs. Each ``put`` commits on its own, so a
-kill loses at most the calls in flight.
+Key = sha256 over (model identity, messages, sampling parameters, sample index, attempt, call tag).
+A stage killed halfway and started again finds every finished call here, so it repeats none of
+them and, since replies are replayed verbatim (with the usage they had when made), produces the
+same outputs and the same token accounting. Each ``put`` commits on its own, so a kill loses at
+most the calls in flight.
+
+The event loop never waits on a lock: :meth:`RequestCache.aget` reads on the loop through a
+connection whose busy timeout is zero (a WAL read of one key takes microseconds and is not
+blocked by writers; if it ever reports busy, the read is retried in a thread), and
+:meth:`RequestCache.aput` hands the row to one writer thread, which commits whatever rows are
+waiting in one transaction (so thousands of calls finishing together cost a few commits) with a
+short busy timeout (``timeout_s``); ``aput`` returns once its row is committed. A read or write
+that still finds the file locked by another process is skipped with a warning (a miss repeats
+the call; a skipped write only means a rerun repeats it). A file that is not a SQLite database
+raises :class:`CacheError` naming the file and the fix.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
+import queue
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
-from pipelines.llm.types import ChatResult, Message, SamplingParams
+from pipelines.llm.types import ChatResult, LLMError, Message, SamplingParams
+
+log = logging.getLogger(__name__)
 
 
-def request_key(identity: str, messages: list[Message], params: SamplingParams, sample_index: int) -> str:
-    """Stable hex key of one request; any change in model, prompt, sampling or index changes it."""
-    payload = json.dumps(
-        {"model": identity, "messages": messages, "params": params.to_dict(), "sample": sample_index},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+class CacheError(LLMError):
+    """The request cache file cannot be used (not SQLite, damaged); the message names it and the fix."""
+
+
+def request_key(
+    identity: str,
+    messages: list[Message],
+    params: SamplingParams,
+    sample_index: int,
+    *,
+    attempt: int = 0,
+    tag: str = "",
+) -> str:
+    """Stable hex key of one request; any change in model, prompt, sampling, index, attempt or tag changes it.
+
+    ``attempt`` and ``tag`` enter the key only when set, so the keys of first attempts without a
+    tag are the ones earlier releases wrote (existing caches stay valid).
+    """
+    payload: dict[str, Any] = {
+        "model": identity,
+        "messages": messages,
+        "params": params.to_dict(),
+        "sample": sample_index,
+    }
+    if attempt:
+        payload["attempt"] = attempt
+    if tag:
+        payload["tag"] = tag
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _is_locked(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 class RequestCache:
     """SQLite-backed map from request key to :class:`ChatResult` (thread-safe, multi-process safe)."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, *, timeout_s: float = 5.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.skipped_writes = 0  # puts given up because another process held the lock
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, result TEXT NOT NULL,"
-            " created REAL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=timeout_s)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, result TEXT NOT NULL,"
+                " created REAL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
+            )
+            self._db.execute("SELECT key, result FROM calls LIMIT 1").fetchall()
+            self._db.commit()
+            self._reader = sqlite3.connect(str(self.path), check_same_thread=False, timeout=0.0)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise self._error(exc) from exc
+        self._reader_lock = threading.Lock()
+        self._pending: queue.SimpleQueue = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write_loop, name="edumas-cache-writer", daemon=True)
+        self._writer.start()
+
+    def _error(self, exc: sqlite3.Error) -> CacheError:
+        if _is_locked(exc):
+            return CacheError(
+                f"request cache {self.path} is locked by another process ({exc}); wait for the other run "
+                "to finish, or give this run its own llm.cache file"
+            )
+        return CacheError(
+            f"request cache {self.path} is not a usable SQLite database ({type(exc).__name__}: {exc}); "
+            f"move it away (mv {self.path} {self.path}.broken) and run again: the run then repeats the calls it held"
         )
-        self._db.commit()
 
     def get(self, key: str) -> ChatResult | None:
-        """The stored result for ``key``, marked ``cached=True``, or None."""
-        with self._lock:
-            row = self._db.execute("SELECT result FROM calls WHERE key = ?", (key,)).fetchone()
+        """The stored result for ``key``, marked ``cached=True``, or None (also when the file stays locked)."""
+        try:
+            return self._lookup(self._db, self._lock, key)
+        except sqlite3.Error as exc:
+            if _is_locked(exc):
+                log.warning("request cache %s stayed locked (%s): treating the lookup as a miss", self.path, exc)
+                return None
+            raise self._error(exc) from exc
+
+    @staticmethod
+    def _lookup(db: sqlite3.Connection, lock: threading.Lock, key: str) -> ChatResult | None:
+        with lock:
+            row = db.execute("SELECT result FROM calls WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         result = ChatResult.from_dict(json.loads(row[0]))
@@ -57,18 +130,86 @@ class RequestCache:
 
     def put(self, key: str, result: ChatResult) -> None:
         """Store a finished call and commit at once (durable across a kill)."""
-        data: dict[str, Any] = result.to_dict()
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO calls (key, model, result) VALUES (?, ?, ?)",
-                (key, result.model, json.dumps(data, ensure_ascii=False)),
-            )
-            self._db.commit()
+        error = self._commit([(key, result)])
+        if error is not None:
+            raise error
+
+    def _commit(self, rows: list[tuple[str, ChatResult]]) -> CacheError | None:
+        """Write ``rows`` in one transaction; a lock held past the timeout skips them (with a warning)."""
+        data = [(key, r.model, json.dumps(r.to_dict(), ensure_ascii=False)) for key, r in rows]
+        try:
+            with self._lock:
+                try:
+                    self._db.executemany("INSERT OR REPLACE INTO calls (key, model, result) VALUES (?, ?, ?)", data)
+                    self._db.commit()
+                except sqlite3.Error:
+                    self._db.rollback()
+                    raise
+        except sqlite3.Error as exc:
+            if _is_locked(exc):
+                self.skipped_writes += len(rows)
+                log.warning("request cache %s stayed locked (%s): %d call(s) not cached", self.path, exc, len(rows))
+                return None
+            return self._error(exc)
+        return None
+
+    def _write_loop(self) -> None:
+        """The writer thread: commit every row waiting, then wake each row's caller in its own loop."""
+        while True:
+            batch = [self._pending.get()]
+            while len(batch) < 1024:
+                try:
+                    batch.append(self._pending.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(item is None for item in batch)
+            batch = [item for item in batch if item is not None]
+            if batch:
+                error = self._commit([(key, result) for key, result, _, _ in batch])
+                by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future]] = {}
+                for _, _, loop, future in batch:
+                    by_loop.setdefault(loop, []).append(future)
+                for loop, futures in by_loop.items():
+                    try:
+                        loop.call_soon_threadsafe(_settle, futures, error)
+                    except RuntimeError:  # that loop is closed: nobody waits any more
+                        pass
+            if stop:
+                return
+
+    async def aget(self, key: str) -> ChatResult | None:
+        """:meth:`get` without ever waiting on a lock in the event loop (see the module docstring)."""
+        try:
+            return self._lookup(self._reader, self._reader_lock, key)
+        except sqlite3.Error as exc:
+            if not _is_locked(exc):
+                raise self._error(exc) from exc
+        return await asyncio.to_thread(self.get, key)
+
+    async def aput(self, key: str, result: ChatResult) -> None:
+        """Queue ``result`` for the writer thread and wait until it is committed (or skipped)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending.put((key, result, loop, future))
+        await future
 
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
     def close(self) -> None:
-        with self._lock:
+        if self._writer.is_alive():
+            self._pending.put(None)
+            self._writer.join()
+        with self._lock, self._reader_lock:
+            self._reader.close()
             self._db.close()
+
+
+def _settle(futures: list[asyncio.Future], error: CacheError | None) -> None:
+    for future in futures:
+        if not future.done():
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)

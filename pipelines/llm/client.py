@@ -2,25 +2,45 @@
 
 ``LLMRuntime`` builds the backends named in an :class:`LLMConfig` (one per distinct spec, shared
 by the roles that name it), owns the request cache and the usage accounting, and hands out an
-:class:`LLM` per agent role::
+:class:`LLM` per agent role (with that role's sampling)::
 
     runtime = LLMRuntime(config)
+    await runtime.preflight()                      # fails in seconds when an endpoint is unreachable
     planner = runtime.for_role("planner")
-    result = await planner.chat(messages, sample_index=3)
+    result = await planner.chat(messages, sample_index=3, attempt=0, tag="expert0/round1")
     print(result.text, result.usage.completion_tokens)
     runtime.accounting.write("reports/tagging/usage.json")
     await runtime.close()
+
+A call first looks in the request cache (a hit holds no concurrency slot); on a miss it takes one
+slot of the run's limit (:func:`pipelines.agents.limits.call_slot`) around the backend call only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from pipelines.llm.accounting import Accounting
 from pipelines.llm.cache import RequestCache, request_key
 from pipelines.llm.config import LLMConfig
 from pipelines.llm.types import Backend, ChatResult, LLMError, Message, SamplingParams
+
+
+def _call_slot() -> AbstractAsyncContextManager[None]:
+    # imported here: pipelines.agents imports the LLM runtime's types, and may import this module
+    from pipelines.agents.limits import call_slot
+
+    return call_slot()
+
+
+def cacheable(result: ChatResult) -> bool:
+    """False for replies that must not be replayed forever: empty ones and content-filtered ones."""
+    if any(choice.finish_reason == "content_filter" for choice in result.choices):
+        return False
+    return any(choice.text.strip() for choice in result.choices)
 
 
 class LLM:
@@ -46,17 +66,26 @@ class LLM:
         return self.backend.identity
 
     async def chat(
-        self, messages: list[Message], params: SamplingParams | None = None, *, sample_index: int = 0
+        self,
+        messages: list[Message],
+        params: SamplingParams | None = None,
+        *,
+        sample_index: int = 0,
+        attempt: int = 0,
+        tag: str = "",
     ) -> ChatResult:
         """Answer ``messages``; a finished identical request is replayed from the cache.
 
-        ``sample_index`` separates otherwise identical requests that must stay distinct (the
-        i-th sample of a temperature > 0 run). Raises :class:`LLMError` when the backend fails.
+        ``sample_index``, ``attempt`` and ``tag`` separate otherwise identical requests that must
+        stay distinct (the i-th sample, a retry, expert 0 vs expert 1 or round t vs t+1 at
+        temperature > 0); all three are part of the cache key. Empty and content-filtered replies
+        are returned but not cached. Raises :class:`LLMError` when the backend fails.
         """
         params = params or self.default_params
-        key = request_key(self.backend.identity, messages, params, sample_index) if self.cache is not None else None
-        if key is not None:
-            hit = self.cache.get(key)
+        key = None
+        if self.cache is not None:
+            key = request_key(self.backend.identity, messages, params, sample_index, attempt=attempt, tag=tag)
+            hit = await self.cache.aget(key)
             if hit is not None:
                 self.accounting.record(
                     self.role,
@@ -66,37 +95,42 @@ class LLM:
                     latency_s=0.0,
                 )
                 return hit
-        start = time.perf_counter()
         try:
-            result = await self.backend.chat(messages, params)
+            async with _call_slot():
+                start = time.perf_counter()
+                result = await self.backend.chat(messages, params)
+                latency_s = time.perf_counter() - start
         except LLMError:
             self.accounting.record_error(self.role)
             raise
         except Exception as exc:  # any backend failure (e.g. a torch error in a batch) becomes an LLMError
             self.accounting.record_error(self.role)
             raise LLMError(f"{self.backend.identity}: {type(exc).__name__}: {exc}") from exc
-        result.latency_s = time.perf_counter() - start
+        result.latency_s = latency_s
         if not result.model:
             result.model = self.backend.identity
-        if key is not None:
-            self.cache.put(key, result)
+        keep = cacheable(result)
+        if key is not None and keep:
+            await self.cache.aput(key, result)
         self.accounting.record(
             self.role,
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
             cached=False,
             latency_s=result.latency_s,
+            uncacheable=not keep,
         )
         return result
 
 
-def build_backend(spec: Any) -> Backend:
-    """Instantiate the backend for one spec; heavy libraries are imported only when chosen."""
+def build_backend(spec: Any, *, where: str = "llm.default") -> Backend:
+    """Instantiate the backend for one spec (``where`` names it in params for error messages);
+    heavy libraries are imported only when chosen."""
     kind = spec.kind
     if kind == "openai":
         from pipelines.llm.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(spec)
+        return OpenAIBackend(spec, where=where)
     if kind == "transformers":
         from pipelines.llm.transformers_backend import TransformersBackend
 
@@ -112,8 +146,17 @@ def build_backend(spec: Any) -> Backend:
     raise LLMError(f"unknown backend kind {kind!r}; use openai, vllm, transformers or scripted")
 
 
+def backend_key(spec: Any) -> str:
+    """The key under which :class:`LLMRuntime` keeps the backend of ``spec`` (its ``sampling`` aside),
+    also the key of a prebuilt backend passed in ``LLMRuntime(config, backends={key: backend})``."""
+    return spec.model_dump_json(exclude={"sampling"})
+
+
 class LLMRuntime:
-    """Backends, cache and accounting of one stage run; ``for_role`` gives each agent its LLM."""
+    """Backends, cache and accounting of one stage run; ``for_role`` gives each agent its LLM.
+
+    ``backends`` maps :func:`backend_key` of a spec to an already built backend to use for it.
+    """
 
     def __init__(self, config: LLMConfig, *, backends: dict[str, Backend] | None = None):
         self.config = config
@@ -122,24 +165,40 @@ class LLMRuntime:
         self._backends: dict[str, Backend] = dict(backends or {})
 
     def spec_for(self, role: str) -> Any:
-        return self.config.roles.get(role, self.config.default)
+        return self.config.spec_for(role)
 
     def backend_for(self, role: str) -> Backend:
+        """The backend of ``role``; roles with equal specs (sampling aside) share one."""
         spec = self.spec_for(role)
-        key = spec.model_dump_json()
+        key = backend_key(spec)
         if key not in self._backends:
-            self._backends[key] = build_backend(spec)
+            where = f"llm.roles.{role}" if spec is not self.config.default else "llm.default"
+            self._backends[key] = build_backend(spec, where=where)
         return self._backends[key]
 
     def for_role(self, role: str, params: SamplingParams | None = None) -> LLM:
-        """The :class:`LLM` for ``role`` (its own backend if params name one, else the default)."""
+        """The :class:`LLM` for ``role``: its own backend if params name one, else the default; its
+        ``default_params`` are ``llm.sampling`` overlaid by ``llm.roles.<role>.sampling`` (or ``params``)."""
         return LLM(
             self.backend_for(role),
             role=role,
             cache=self.cache,
             accounting=self.accounting,
-            default_params=params or self.config.sampling.to_params(),
+            default_params=params or self.config.sampling_for(role),
         )
+
+    async def preflight(self) -> None:
+        """Build every configured backend and check each distinct endpoint once (concurrently).
+
+        OpenAI-compatible servers get one cheap request each and an unreachable one raises
+        :class:`LLMError` naming its URL within seconds; local backends have nothing to check.
+        """
+        backends: dict[int, Backend] = {}
+        for role in ["default", *self.config.roles]:
+            backend = self.backend_for(role)
+            backends[id(backend)] = backend
+        checks = [check() for b in backends.values() if (check := getattr(b, "preflight", None)) is not None]
+        await asyncio.gather(*checks)
 
     async def close(self) -> None:
         for backend in self._backends.values():

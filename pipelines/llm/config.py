@@ -5,15 +5,21 @@ In ``params.yaml`` a stage's ``llm`` block looks like::
     llm:
       default: {kind: transformers, model: models/base/smollm2-135m-instruct}
       roles:
-        numerical_judge: {kind: openai, model: glm-4, base_urls: [https://open.bigmodel.cn/api/paas/v4]}
+        numerical_judge: {kind: openai, model: glm-4, base_urls: [https://open.bigmodel.cn/api/paas/v4],
+                          sampling: {temperature: 0.7}}     # own backend and sampling
+        solver: {sampling: {max_tokens: 512}}                # the default backend, own sampling
+      sampling: {temperature: 0.0, max_tokens: 256}          # every role, unless its entry overrides keys
       cache: data/cache/llm.sqlite
+
+A role's ``sampling`` overrides only the keys it names; the rest come from ``llm.sampling``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from pipelines.config import StrictModel
 from pipelines.llm.types import SamplingParams
@@ -34,8 +40,20 @@ class SamplingConfig(StrictModel):
         data["stop"] = tuple(data["stop"])
         return SamplingParams(**data)
 
+    def overlaid(self, role_sampling: SamplingConfig | None) -> SamplingConfig:
+        """This config with the keys ``role_sampling`` sets explicitly put over it."""
+        if role_sampling is None:
+            return self
+        return SamplingConfig.model_validate(self.model_dump() | role_sampling.model_dump(exclude_unset=True))
 
-class OpenAIBackendConfig(StrictModel):
+
+class _RoleSampling(StrictModel):
+    """``sampling``: per-role overrides of ``llm.sampling`` (only the keys given are changed)."""
+
+    sampling: SamplingConfig | None = None
+
+
+class OpenAIBackendConfig(_RoleSampling):
     """Any OpenAI-compatible server; several ``base_urls`` form one least-loaded pool."""
 
     kind: Literal["openai"]
@@ -48,6 +66,9 @@ class OpenAIBackendConfig(StrictModel):
     max_retries: int = Field(6, ge=0)
     backoff_base_s: float = Field(0.5, gt=0)
     backoff_max_s: float = Field(60.0, gt=0)
+    max_retry_after_s: float = Field(
+        120.0, gt=0, description="longest Retry-After honoured; a server asking for more fails the call at once"
+    )
     requests_per_minute: int | None = Field(None, ge=1)
     tokens_per_minute: int | None = Field(None, ge=1)
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
@@ -61,7 +82,7 @@ class OpenAIBackendConfig(StrictModel):
         return [u.rstrip("/") for u in urls]
 
 
-class TransformersBackendConfig(StrictModel):
+class TransformersBackendConfig(_RoleSampling):
     """A local model loaded with transformers; concurrent requests share one ``generate`` call."""
 
     kind: Literal["transformers"]
@@ -75,7 +96,11 @@ class TransformersBackendConfig(StrictModel):
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
 
 
-class VLLMBackendConfig(StrictModel):
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The LoRA ranks vLLM's engine accepts for ``max_lora_rank``."""
+
+
+class VLLMBackendConfig(_RoleSampling):
     """vLLM's in-process async engine on GPUs, with optional per-request LoRA adapters."""
 
     kind: Literal["vllm"]
@@ -88,8 +113,16 @@ class VLLMBackendConfig(StrictModel):
     dtype: str = "auto"
     trust_remote_code: bool = False
 
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _lora_rank(cls, rank: int) -> int:
+        if rank not in VLLM_LORA_RANKS:
+            allowed = ", ".join(map(str, VLLM_LORA_RANKS))
+            raise ValueError(f"vLLM accepts max_lora_rank {allowed}; got {rank} (use the next one up from your rank)")
+        return rank
 
-class ScriptedBackendConfig(StrictModel):
+
+class ScriptedBackendConfig(_RoleSampling):
     """Tests only: replies from a JSONL file of recorded replies or rules."""
 
     kind: Literal["scripted"]
@@ -103,10 +136,58 @@ BackendConfig = Annotated[
 ]
 
 
+class RoleSamplingConfig(StrictModel):
+    """A role entry without ``kind``: the default backend with this role's own ``sampling``."""
+
+    sampling: SamplingConfig
+
+
+def _role_entry_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("kind", "sampling-only")
+    return getattr(value, "kind", "sampling-only")
+
+
+RoleConfig = Annotated[
+    Union[
+        Annotated[OpenAIBackendConfig, Tag("openai")],
+        Annotated[TransformersBackendConfig, Tag("transformers")],
+        Annotated[VLLMBackendConfig, Tag("vllm")],
+        Annotated[ScriptedBackendConfig, Tag("scripted")],
+        Annotated[RoleSamplingConfig, Tag("sampling-only")],
+    ],
+    Discriminator(_role_entry_kind),
+]
+"""One ``llm.roles`` entry: a backend spec (with optional ``sampling``) or just ``{sampling: ...}``."""
+
+
 class LLMConfig(StrictModel):
-    """The ``llm`` block of a stage: default backend, per-role overrides, cache file."""
+    """The ``llm`` block of a stage: default backend, per-role backends and sampling, cache file."""
 
     default: BackendConfig
-    roles: dict[str, BackendConfig] = {}
+    roles: dict[str, RoleConfig] = {}
     cache: str | None = "data/cache/llm.sqlite"
     sampling: SamplingConfig = SamplingConfig()
+
+    @model_validator(mode="after")
+    def _no_default_sampling(self) -> LLMConfig:
+        if self.default.sampling is not None:
+            raise ValueError("llm.default.sampling is not used; put the run's sampling under llm.sampling")
+        return self
+
+    def spec_for(self, role: str) -> Any:
+        """The backend spec ``role`` runs on (its own, or ``default``)."""
+        entry = self.roles.get(role)
+        return entry if entry is not None and not isinstance(entry, RoleSamplingConfig) else self.default
+
+    def sampling_for(self, role: str) -> SamplingParams:
+        """``llm.sampling`` overlaid by the keys ``llm.roles.<role>.sampling`` sets."""
+        entry = self.roles.get(role)
+        return self.sampling.overlaid(entry.sampling if entry is not None else None).to_params()
+
+    def check_roles(self, valid: Iterable[str]) -> None:
+        """Raise ``ValueError`` naming the first entry of ``llm.roles`` that is not in ``valid``."""
+        valid = list(dict.fromkeys(valid))
+        for role in self.roles:
+            if role not in valid:
+                raise ValueError(f"unknown role {role!r} in llm.roles; valid roles: {', '.join(valid)}")

@@ -1,12 +1,15 @@
 """A small OpenAI-compatible chat server on loopback, for tests and benchmarks of HTTP backends.
 
 It answers ``POST /v1/chat/completions`` after a fixed ``latency_s`` with ``reply(body)`` (default:
-echo the last user message), reports word-count usage, records every request body and counts
-requests in flight. Faults are injected per request, either as a script consumed in order
-(``faults=[Fault.http(429, retry_after="1"), None, ...]``, ``None`` = answer normally) or as a
-function ``faults(index, body) -> Fault | None``:
+echo the last user message), reports word-count usage (``usage=False``: none, as some servers),
+records every request body and counts requests in flight; ``require_key`` answers 401 to any
+request without ``Authorization: Bearer <require_key>``; ``max_choices`` caps the choices per reply
+(as servers that ignore ``n``). Faults are injected per request, either
+as a script consumed in order (``faults=[Fault.http(429, retry_after="1"), None, ...]``, ``None`` =
+answer normally) or as a function ``faults(index, body) -> Fault | None``:
 
-- ``Fault.http(code, message=..., retry_after=...)``: an HTTP error with an OpenAI-style body;
+- ``Fault.http(status, message=..., retry_after=..., code=...)``: an HTTP error with an OpenAI-style
+  body (``error.code`` = ``code``, default the status);
 - ``Fault.slow(seconds)``: answer normally, but only after ``seconds``;
 - ``Fault.malformed()``: status 200 with a body that is not JSON;
 - ``Fault.drop()``: close the connection without answering.
@@ -45,10 +48,13 @@ class Fault:
     message: str = "injected failure"
     retry_after: str | None = None
     delay_s: float = 0.0
+    code: str | None = None
 
     @classmethod
-    def http(cls, status: int, message: str = "injected failure", retry_after: str | None = None) -> Fault:
-        return cls("status", status=status, message=message, retry_after=retry_after)
+    def http(
+        cls, status: int, message: str = "injected failure", retry_after: str | None = None, code: str | None = None
+    ) -> Fault:
+        return cls("status", status=status, message=message, retry_after=retry_after, code=code)
 
     @classmethod
     def slow(cls, delay_s: float) -> Fault:
@@ -87,8 +93,14 @@ class LoopbackServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        usage: bool = True,
+        require_key: str | None = None,
+        max_choices: int | None = None,
     ):
         self.latency_s = latency_s
+        self.usage = usage
+        self.require_key = require_key
+        self.max_choices = max_choices
         self.reply = reply
         self.host = host
         self.port = port
@@ -105,10 +117,6 @@ class LoopbackServer:
     def url(self) -> str:
         """The OpenAI base URL, ``http://127.0.0.1:<port>/v1``."""
         return f"http://{self.host}:{self.port}/v1"
-
-    def fail_next(self, *faults: Fault | None) -> None:
-        """Append faults to the script (one per coming request)."""
-        self._fault_script.extend(faults)
 
     def _next_fault(self, index: int, body: dict) -> Fault | None:
         if self._fault_fn is not None:
@@ -129,6 +137,8 @@ class LoopbackServer:
             if self.record:
                 auth = request.headers.get("Authorization")
                 self.requests.append({"body": body, "authorization": auth, "time": time.monotonic()})
+            if not self._authorized(request):
+                return _error(401, "invalid api key")
             fault = self._next_fault(index, body)
             if fault is not None and fault.kind == "drop":
                 if request.transport is not None:
@@ -136,7 +146,7 @@ class LoopbackServer:
                 return web.Response(status=500)
             if fault is not None and fault.kind == "status":
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
-                return _error(fault.status, fault.message, headers)
+                return _error(fault.status, fault.message, headers, code=fault.code)
             delay = self.latency_s + (fault.delay_s if fault is not None and fault.kind == "slow" else 0.0)
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -146,11 +156,15 @@ class LoopbackServer:
         finally:
             self.in_flight -= 1
 
+    def _authorized(self, request: web.Request) -> bool:
+        return self.require_key is None or request.headers.get("Authorization") == f"Bearer {self.require_key}"
+
     def _completion(self, body: dict, index: int) -> dict[str, Any]:
         n = int(body.get("n") or 1)
+        n = min(n, self.max_choices) if self.max_choices else n
         texts = [self.reply(body) for _ in range(n)]
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
-        return {
+        completion = {
             "id": f"chatcmpl-loopback-{index}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -165,8 +179,13 @@ class LoopbackServer:
                 "total_tokens": prompt_words + sum(len(t.split()) for t in texts),
             },
         }
+        if not self.usage:
+            del completion["usage"]
+        return completion
 
     async def _models(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _error(401, "invalid api key")
         return web.json_response({"object": "list", "data": [{"id": "loopback", "object": "model"}]})
 
     async def start(self) -> LoopbackServer:
@@ -193,8 +212,10 @@ class LoopbackServer:
         await self.stop()
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": "loopback_error", "code": status}}
+def _error(
+    status: int, message: str, headers: dict[str, str] | None = None, *, code: str | None = None
+) -> web.Response:
+    body = {"error": {"message": message, "type": "loopback_error", "code": code if code is not None else status}}
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
 
 

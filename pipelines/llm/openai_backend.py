@@ -10,34 +10,54 @@ encoded and replies decoded with orjson. Each call::
 is bounded by ``max_concurrency``, paced by the ``requests_per_minute`` / ``tokens_per_minute``
 limits, sent to the least-loaded server of the ``base_urls`` pool and retried with exponential
 backoff and full jitter on 429, 408, 5xx, timeouts, dropped connections and malformed replies
-(``Retry-After`` is honoured). Other 4xx fail at once. Every failure raises :class:`LLMError`
+(``Retry-After`` is honoured up to ``max_retry_after_s``; a server asking for longer fails the
+call at once). Other 4xx, and 429s that mean a quota or billing limit (OpenAI
+``insufficient_quota``, GLM account codes), fail at once. Every failure raises :class:`LLMError`
 naming the server, the status and the server's message; the API key (read from the environment
-variable ``api_key_env``) never appears in errors or logs.
+variable ``api_key_env``, which must be set when named) never appears in errors or logs, and a
+warning says when it would travel over plain ``http://`` to a host that is not loopback.
+
+Structured output: ``json_schema`` is sent as ``response_format`` ``json_schema`` (with
+``"strict": true`` where the schema meets OpenAI's strict rules); a server that refuses it gets
+``json_object``, then the prompt alone, with one warning per server (the caller's parser still
+validates the reply).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
+import dataclasses
 import logging
 import os
 import random
-import re
-import time
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import aiohttp
 import orjson
 
 from pipelines.llm.config import OpenAIBackendConfig
+from pipelines.llm.openai_protocol import (
+    FALLBACK,
+    FORMAT_REFUSAL,
+    MODES,
+    PERMANENT_429_CODES,
+    RETRYABLE_STATUS,
+    error_codes,
+    parse_completion,
+    parse_retry_after,
+    plain_http_remote,
+    reported_tokens,
+    response_format,
+    server_message,
+)
 from pipelines.llm.pool import ServerPool
 from pipelines.llm.ratelimit import RateLimiter, estimate_tokens
-from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
+from pipelines.llm.types import ChatResult, LLMError, Message, SamplingParams
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 521, 522, 524, 529})
-"""Statuses worth another attempt; any other non-2xx status fails at once."""
+_warned: set[tuple[str, str]] = set()  # (what, url): warnings given once per process
 
 
 class _Retryable(Exception):
@@ -49,104 +69,74 @@ class _Retryable(Exception):
         self.server_fault = server_fault
 
 
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date); None if absent/bad."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def response_format(schema: dict[str, Any] | None, mode: str) -> dict[str, Any] | None:
-    """The ``response_format`` field for ``schema`` under ``structured_output`` mode, or None."""
-    if schema is None or mode == "none":
-        return None
-    if mode == "json_object":
-        return {"type": "json_object"}
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "response"))[:64]
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-
-
-def _server_message(body: bytes) -> str:
-    """The human part of an error reply: ``error.message``, ``error``, ``detail``, or the raw text."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return body.decode("utf-8", "replace").strip()[:500]
-    if isinstance(data, dict):
-        error = data.get("error", data.get("detail", data.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message") or error
-        if error is not None:
-            return str(error)[:500]
-    return str(data)[:500]
-
-
-def parse_completion(data: Any, default_model: str) -> ChatResult:
-    """A :class:`ChatResult` from a decoded ``chat.completion`` body; raises ``ValueError`` if malformed."""
-    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-        raise ValueError("reply has no 'choices' list")
-    choices = []
-    for item in sorted(data["choices"], key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0):
-        message = item.get("message") if isinstance(item, dict) else None
-        if not isinstance(message, dict):
-            raise ValueError("a choice has no 'message' object")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise ValueError(f"message content is {type(content).__name__}, not text")
-        choices.append(Choice(text=content or "", finish_reason=item.get("finish_reason") or "unknown"))
-    usage = data.get("usage") or {}
-    return ChatResult(
-        choices=choices,
-        usage=Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        ),
-        model=str(data.get("model") or default_model),
-    )
+class _FormatRefused(Exception):
+    """The server refused the request's ``response_format``: try the next structured-output mode."""
 
 
 class OpenAIBackend:
-    """:class:`~pipelines.llm.types.Backend` for OpenAI-compatible servers; see the module docstring."""
+    """:class:`~pipelines.llm.types.Backend` for OpenAI-compatible servers; see the module docstring.
 
-    def __init__(self, spec: OpenAIBackendConfig):
+    ``where`` names the spec in params (``llm.default``, ``llm.roles.<role>``) for error messages.
+    """
+
+    def __init__(self, spec: OpenAIBackendConfig, *, where: str = "llm.default"):
         self.spec = spec
         self.identity = f"openai:{spec.model}#{spec.structured_output}"
         self._api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         if spec.api_key_env and not self._api_key:
-            log.warning("%s is not set: requests to %s go without an API key", spec.api_key_env, spec.model)
+            raise LLMError(
+                f"environment variable {spec.api_key_env} ({where}.api_key_env) is not set; export it, "
+                "or set api_key_env: null for a server without keys"
+            )
         self._headers = {"Content-Type": "application/json"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
+            for url in spec.base_urls:
+                if plain_http_remote(url) and ("http", url) not in _warned:
+                    _warned.add(("http", url))
+                    log.warning(
+                        "%s is plain http:// to a host that is not loopback: the API key from %s travels "
+                        "unencrypted; use https:// or api_key_env: null",
+                        url,
+                        spec.api_key_env,
+                    )
         self.pool = ServerPool(spec.base_urls)
         self.limiter = RateLimiter(spec.requests_per_minute, spec.tokens_per_minute)
+        self.format_mode = {url: spec.structured_output for url in spec.base_urls}  # lowered on refusal
         self._semaphore: asyncio.Semaphore | None = None
         self._timeout = aiohttp.ClientTimeout(total=spec.timeout_s, sock_connect=spec.connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._guard: AsyncGenerator[None, None] | None = None
         self.retries = 0  # attempts beyond the first, over the backend's life
 
     def _scrub(self, text: str) -> str:
         """``text`` with the API key blanked out (servers sometimes echo request headers)."""
         return text.replace(self._api_key, "***") if self._api_key else text
 
-    def _bind_loop(self) -> None:
-        """Session and semaphore belong to one event loop; a backend reused under a new loop gets new ones."""
+    async def _bind_loop(self) -> None:
+        """Session and semaphore belong to one event loop; a backend reused under a new loop gets new
+        ones. The session is closed when its loop ends (``asyncio.run`` finalizes async generators
+        before it closes the loop, which runs ``_close_at_loop_end``), or at the latest here."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
+            old, self._session = self._session, None
+            old_guard, self._guard = self._guard, None
             self._loop = loop
             self._semaphore = asyncio.Semaphore(self.spec.max_concurrency)
-            self._session = None
+            if old_guard is not None:
+                await old_guard.aclose()
+            await _close_session(old)
+            self._guard = self._close_at_loop_end(loop)
+            await self._guard.__anext__()
+
+    async def _close_at_loop_end(self, loop: asyncio.AbstractEventLoop) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if self._loop is loop:
+                session, self._session = self._session, None
+                await _close_session(session)
 
     def _session_for_loop(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -159,8 +149,9 @@ class OpenAIBackend:
             )
         return self._session
 
-    def payload(self, messages: list[Message], params: SamplingParams) -> dict[str, Any]:
-        """The JSON body of a chat request (optional fields only when set)."""
+    def payload(self, messages: list[Message], params: SamplingParams, mode: str | None = None) -> dict[str, Any]:
+        """The JSON body of a chat request (optional fields only when set); ``mode`` overrides
+        ``structured_output`` (the fallback after a refusal)."""
         body: dict[str, Any] = {
             "model": self.spec.model,
             "messages": messages,
@@ -174,34 +165,74 @@ class OpenAIBackend:
             body["seed"] = params.seed
         if params.n != 1:
             body["n"] = params.n
-        fmt = response_format(params.json_schema, self.spec.structured_output)
+        fmt = response_format(params.json_schema, mode or self.spec.structured_output)
         if fmt is not None:
             body["response_format"] = fmt
         return body
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
-        """Send one chat request (with retries); raises :class:`LLMError` when it fails for good."""
-        self._bind_loop()
+        """Send one chat request (with retries); raises :class:`LLMError` when it fails for good.
+
+        The result has ``params.n`` choices: greedy with ``n > 1`` (which vLLM's server rejects) asks
+        for one choice and returns ``n`` copies; a server that returns fewer choices than asked (some
+        ignore ``n``) is asked again for the rest (with ``seed + k`` when seeded), usage summed.
+        """
+        if params.n > 1 and params.temperature == 0:
+            result = await self._chat_once(messages, dataclasses.replace(params, n=1))
+            result.choices = result.choices[:1] * params.n
+            return result
+        result = await self._chat_once(messages, params)
+        round_ = 0
+        while len(result.choices) < params.n:
+            round_ += 1
+            if ("n", self.spec.model) not in _warned:
+                _warned.add(("n", self.spec.model))
+                log.warning(
+                    "%s returned %d of %d choices; asking again for the rest",
+                    self.spec.model,
+                    len(result.choices),
+                    params.n,
+                )
+            seed = params.seed + round_ if params.seed is not None else None
+            more = await self._chat_once(
+                messages, dataclasses.replace(params, n=params.n - len(result.choices), seed=seed)
+            )
+            result.choices += more.choices
+            result.usage.prompt_tokens += more.usage.prompt_tokens
+            result.usage.completion_tokens += more.usage.completion_tokens
+        result.choices = result.choices[: params.n]
+        return result
+
+    async def _chat_once(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """One request with its retries (see :meth:`chat`)."""
+        await self._bind_loop()
         tried: set[str] = set()
         last_error = ""
         async with self._semaphore:
             # encode only once a slot is free: with thousands of calls queued, the work then overlaps the
             # network wait of the calls in flight instead of delaying the first of them
-            body = orjson.dumps(self.payload(messages, params))
+            bodies: dict[str, bytes] = {}
             estimate = estimate_tokens(messages, params) if self.limiter.tokens is not None else 0
             for attempt in range(self.spec.max_retries + 1):
                 if self.limiter.active:  # tokens are reserved once per request (settled after success)
                     await self.limiter.acquire(estimate if attempt == 0 else 0)
                 server = self.pool.acquire(exclude=tried)
+                started = self.pool.now()
                 try:
-                    result = await self._attempt(server.url, body)
+                    result, used = await self._send(server.url, messages, params, bodies)
                 except _Retryable as exc:
-                    self.pool.release(server, ok=not exc.server_fault)
+                    self.pool.release(server, ok=not exc.server_fault, started=started)
                     if exc.server_fault:
                         tried.add(server.url)
                     if len(tried) >= len(self.pool.servers):
                         tried.clear()
                     last_error = self._scrub(str(exc))
+                    if exc.retry_after is not None and exc.retry_after > self.spec.max_retry_after_s:
+                        raise LLMError(
+                            f"openai backend ({self.spec.model}): {last_error}; the server asks to wait "
+                            f"{exc.retry_after:.0f}s (Retry-After), more than max_retry_after_s="
+                            f"{self.spec.max_retry_after_s:g}: try later, or raise max_retry_after_s"
+                        ) from None
                     if attempt == self.spec.max_retries:
                         break
                     delay = self._backoff(attempt, exc.retry_after)
@@ -217,16 +248,42 @@ class OpenAIBackend:
                     await asyncio.sleep(delay)
                     continue
                 except BaseException:  # a final LLMError, or the caller cancelled us: free the slot, pass it on
-                    self.pool.release(server, ok=True)
+                    self.pool.release(server, ok=True, started=started)
                     raise
-                self.pool.release(server, ok=True)
-                if self.limiter.tokens is not None:
-                    self.limiter.settle(estimate, result.usage.prompt_tokens + result.usage.completion_tokens)
+                self.pool.release(server, ok=True, started=started)
+                self.limiter.settle(estimate, used)
                 return result
         raise LLMError(
             f"openai backend ({self.spec.model}): gave up after {self.spec.max_retries + 1} attempts; "
             f"last error: {last_error}"
         )
+
+    async def _send(
+        self, url: str, messages: list[Message], params: SamplingParams, bodies: dict[str, bytes]
+    ) -> tuple[ChatResult, int | None]:
+        """One attempt on ``url``, stepping down the structured-output modes while the server refuses them."""
+        first = mode = self.format_mode[url] if params.json_schema is not None else "none"
+        while True:
+            if mode not in bodies:
+                bodies[mode] = orjson.dumps(self.payload(messages, params, mode))
+            try:
+                answer = await self._attempt(url, bodies[mode], has_format=mode != "none")
+            except _FormatRefused as exc:
+                mode = FALLBACK[mode]
+                if MODES.index(mode) > MODES.index(self.format_mode[url]):  # concurrent calls may refuse together
+                    self.format_mode[url] = mode
+                if ("format", url) not in _warned:
+                    _warned.add(("format", url))
+                    log.warning(
+                        "%s refused response_format (%s); sending %s instead (the reply is still validated)",
+                        url,
+                        self._scrub(str(exc)),
+                        "response_format json_object" if mode == "json_object" else "the prompt alone",
+                    )
+                continue
+            if mode != first:
+                log.info("%s: structured output now %s", url, mode)
+            return answer
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff; a server's ``Retry-After`` is a lower bound."""
@@ -234,8 +291,12 @@ class OpenAIBackend:
         delay = random.uniform(0, ceiling)
         return max(delay, retry_after) if retry_after is not None else delay
 
-    async def _attempt(self, url: str, body: bytes) -> ChatResult:
-        """One POST to ``url``; raises ``_Retryable`` for transient failures, ``LLMError`` for final ones."""
+    async def _attempt(self, url: str, body: bytes, *, has_format: bool = False) -> tuple[ChatResult, int | None]:
+        """One POST to ``url``: the result and the tokens the server reported (None: no usage).
+
+        Raises ``_Retryable`` for transient failures, ``_FormatRefused`` when the server rejects
+        ``response_format``, ``LLMError`` for final failures.
+        """
         session = self._session_for_loop()
         endpoint = url + "/chat/completions"
         try:
@@ -248,22 +309,77 @@ class OpenAIBackend:
         except aiohttp.ClientError as exc:
             raise _Retryable(f"{url}: connection failed ({type(exc).__name__}: {self._scrub(str(exc))})") from exc
         if status != 200:
-            message = self._scrub(_server_message(raw))
+            message = self._scrub(server_message(raw))
+            codes = error_codes(raw)
+            if status == 429 and codes & PERMANENT_429_CODES:
+                raise LLMError(
+                    f"openai backend ({self.spec.model}): {url} answered HTTP 429 "
+                    f"({', '.join(sorted(codes & PERMANENT_429_CODES))}): {message}; this is a quota or billing "
+                    "limit, not a rate limit: retrying does not help (add credit or raise the limit)"
+                )
             if status in RETRYABLE_STATUS:
                 raise _Retryable(
                     f"{url} answered HTTP {status}: {message}",
                     retry_after=parse_retry_after(retry_after),
                     server_fault=status >= 500,
                 )
+            if has_format and status in (400, 422) and FORMAT_REFUSAL.search(message):
+                raise _FormatRefused(f"HTTP {status}: {message}")
             raise LLMError(f"openai backend ({self.spec.model}): {url} answered HTTP {status}: {message}")
         try:
-            return parse_completion(orjson.loads(raw), self.spec.model)
+            data = orjson.loads(raw)
+            return parse_completion(data, self.spec.model), reported_tokens(data)
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
             snippet = self._scrub(raw[:200].decode("utf-8", "replace"))
             raise _Retryable(f"{url} sent a malformed reply ({exc}): {snippet!r}") from exc
 
+    async def preflight(self) -> None:
+        """One cheap request (``GET /models``) per base URL, all at once, within about
+        ``connect_timeout_s``. Raises :class:`LLMError` naming the URLs when none can be reached, or
+        when a server refuses the API key; an unreachable server of a larger pool is only warned about."""
+        await self._bind_loop()
+        session = self._session_for_loop()
+        results = await asyncio.gather(*(self._probe(session, url) for url in self.spec.base_urls))
+        failures = [problem for problem in results if problem is not None]
+        if failures and len(failures) == len(self.spec.base_urls):
+            raise LLMError(f"openai backend ({self.spec.model}): " + "; ".join(failures))
+        for problem in failures:
+            log.warning(
+                "openai backend (%s): %s; the other servers of the pool take its requests", self.spec.model, problem
+            )
+
+    async def _probe(self, session: aiohttp.ClientSession, url: str) -> str | None:
+        """None when ``url`` answers; otherwise why not. A refused API key raises at once."""
+        timeout = aiohttp.ClientTimeout(
+            total=self.spec.connect_timeout_s + 5.0, sock_connect=self.spec.connect_timeout_s
+        )
+        try:
+            async with session.get(url + "/models", headers=self._headers, timeout=timeout) as response:
+                raw = await response.read()
+                status = response.status
+        except TimeoutError:
+            return f"cannot reach {url}: no answer within {self.spec.connect_timeout_s + 5.0:g}s"
+        except aiohttp.ClientError as exc:
+            return f"cannot reach {url} ({type(exc).__name__}: {self._scrub(str(exc))}); is the server up?"
+        if status in (401, 403):
+            key = f"the API key from {self.spec.api_key_env}" if self._api_key else "a request without an API key"
+            raise LLMError(
+                f"openai backend ({self.spec.model}): {url} refused {key} (HTTP {status}: "
+                f"{self._scrub(server_message(raw))}); check the key, or set api_key_env"
+            )
+        return None
+
     async def close(self) -> None:
         """Close the HTTP session (idempotent)."""
-        if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
+        session, self._session = self._session, None
+        await _close_session(session)
+
+
+async def _close_session(session: aiohttp.ClientSession | None) -> None:
+    """Close ``session`` if open; one whose event loop has gone closes without touching that loop."""
+    if session is None or session.closed:
+        return
+    try:
+        await session.close()
+    except Exception as exc:  # a session of a loop that is gone: nothing left to release
+        log.debug("closing an old HTTP session failed: %s", exc)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from pipelines.llm.types import Message, SamplingParams
 
@@ -47,20 +47,21 @@ class RateSchedule:
             raise ValueError(f"per_minute must be > 0, got {per_minute}")
         self.rate_per_s = per_minute / 60.0
         self._clock = clock
-        self._next_free = 0.0  # the "theoretical arrival time" of GCRA
+        self.next_free = 0.0  # the "theoretical arrival time" of GCRA: the earliest start of the next unit
 
-    def reserve(self, cost: float) -> float:
-        """Reserve ``cost`` units; returns how many seconds the caller must wait before starting."""
+    def reserve(self, cost: float, *, start: float | None = None) -> float:
+        """Reserve ``cost`` units starting at ``start`` (default: the earliest free time); returns
+        how many seconds from now the caller must wait. ``start`` must not be before ``next_free``."""
         now = self._clock()
-        start = max(now, self._next_free)
-        self._next_free = start + cost / self.rate_per_s
+        start = max(now, self.next_free) if start is None else max(start, now, self.next_free)
+        self.next_free = start + cost / self.rate_per_s
         return start - now
 
     def refund(self, units: float) -> None:
         """Give back ``units`` (negative: charge more) after the true cost is known."""
-        self._next_free -= units / self.rate_per_s
+        self.next_free -= units / self.rate_per_s
         # never bank unused capacity further back than "now": that would allow a later burst
-        self._next_free = max(self._next_free, self._clock())
+        self.next_free = max(self.next_free, self._clock())
 
 
 class RateLimiter:
@@ -72,27 +73,38 @@ class RateLimiter:
         tokens_per_minute: int | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ):
         self.requests = RateSchedule(requests_per_minute, clock=clock) if requests_per_minute else None
         self.tokens = RateSchedule(tokens_per_minute, clock=clock) if tokens_per_minute else None
-        self.waited_s = 0.0  # total time callers spent waiting, for logs and tests
+        self._clock = clock
+        self._sleep = sleep
 
     @property
     def active(self) -> bool:
         return self.requests is not None or self.tokens is not None
 
     async def acquire(self, token_estimate: int) -> None:
-        """Wait until one more request of about ``token_estimate`` tokens may start."""
-        wait = 0.0
-        if self.requests is not None:
-            wait = self.requests.reserve(1)
-        if self.tokens is not None:
-            wait = max(wait, self.tokens.reserve(token_estimate))
-        if wait > 0:
-            self.waited_s += wait
-            await asyncio.sleep(wait)
+        """Wait until one more request of about ``token_estimate`` tokens may start.
 
-    def settle(self, token_estimate: int, tokens_used: int) -> None:
-        """Correct the token schedule once the server reported the real usage of a call."""
-        if self.tokens is not None and tokens_used >= 0:
+        The start is the later of both schedules' next free times, and BOTH are advanced from that
+        one start: a request held back by the token limit is recorded in the request schedule at the
+        time it really goes out, so neither limit is exceeded when the other one binds.
+        """
+        schedules = [(self.requests, 1), (self.tokens, token_estimate)]
+        schedules = [(schedule, cost) for schedule, cost in schedules if schedule is not None]
+        if not schedules:
+            return
+        start = max([self._clock()] + [schedule.next_free for schedule, _ in schedules])
+        wait = max(schedule.reserve(cost, start=start) for schedule, cost in schedules)
+        if wait > 0:
+            await self._sleep(wait)
+
+    def settle(self, token_estimate: int, tokens_used: int | None) -> None:
+        """Correct the token schedule once the server reported the real usage of a call.
+
+        ``tokens_used=None`` (the server reported no usage) keeps the estimate charged: refunding it
+        would switch the tokens-per-minute limit off for such servers.
+        """
+        if self.tokens is not None and tokens_used is not None and tokens_used >= 0:
             self.tokens.refund(token_estimate - tokens_used)

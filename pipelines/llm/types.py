@@ -14,7 +14,8 @@ class SamplingParams:
     """How to sample one request.
 
     ``json_schema`` asks for structured output (OpenAI ``response_format`` / vLLM guided decoding);
-    ``n`` asks for several choices of the same prompt in one call.
+    ``n`` asks for several choices of the same prompt in one call. Empty stop strings are dropped
+    (vLLM rejects them, and they would stop nothing anyway), so every backend sees the same list.
     """
 
     temperature: float = 0.0
@@ -32,8 +33,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1 or self.n < 1:
             raise ValueError("max_tokens and n must be >= 1")
-        if isinstance(self.stop, list):
-            object.__setattr__(self, "stop", tuple(self.stop))
+        stop = (self.stop,) if isinstance(self.stop, str) else self.stop
+        object.__setattr__(self, "stop", tuple(s for s in stop if s))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stop as a list), stable for hashing and logging."""
@@ -105,7 +106,11 @@ class LLMError(RuntimeError):
 
 @runtime_checkable
 class Backend(Protocol):
-    """What every backend implements. ``identity`` names the model for the request cache."""
+    """What every backend implements. ``identity`` names the model for the request cache.
+
+    A backend may also define ``async def preflight() -> None`` (raise :class:`LLMError` when its
+    endpoint cannot serve); :meth:`LLMRuntime.preflight` calls it once per backend.
+    """
 
     identity: str
 

@@ -7,9 +7,15 @@ built; without it the constructor raises :class:`LLMError` saying ``pip install 
 Each chat is rendered with the model's own chat template (the transformers tokenizer, exactly as
 the transformers backend renders it), sent as token ids, and answered with vLLM sampling:
 greedy at ``temperature == 0``, ``n`` choices, stop strings (cut from the text), ``seed``, and
-structured output when ``json_schema`` is set. Concurrent ``chat`` calls are batched by vLLM's
+structured output when ``json_schema`` is set. Greedy with ``n > 1`` (which vLLM rejects) asks
+for one choice and returns ``n`` copies of it, as the transformers backend does; usage counts the
+tokens generated once. A request the engine ends with finish reason ``error`` or ``abort`` raises
+:class:`LLMError` (so it is never cached), and a schema the engine cannot compile raises
+``LLMError("json_schema cannot be compiled: ...")``. Concurrent ``chat`` calls are batched by vLLM's
 scheduler (continuous batching), so callers just keep many requests in flight. The engine serves
-the event loop of its first request: run all calls of a backend inside one ``asyncio.run``.
+one event loop: the one running when the backend was built, else the one of its first request;
+a call from any other loop raises :class:`LLMError` instead of hanging. An engine that cannot
+start (CUDA out of memory, settings vLLM rejects) raises :class:`LLMError` saying what to change.
 
 LoRA: ``spec.adapter`` is applied to every request; ``backend.with_adapter(path)`` returns a view
 sharing the same engine that applies another adapter (and has its own cache ``identity``), e.g. to
@@ -19,10 +25,12 @@ evaluate several fine-tunes of one base model without reloading it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import itertools
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,12 @@ from pipelines.models.fingerprint import folder_fingerprint
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = 'vLLM is not installed; on a GPU machine run: pip install -e ".[gpu]"'
+
+FAILED_FINISH_REASONS = frozenset({"error", "abort"})
+"""Finish reasons of requests the engine did not complete: raised, never returned or cached."""
+
+_SCHEMA_TROUBLE = re.compile(r"schema|grammar|structured output|guided", re.I)
+_MEMORY_SIGNS = ("out of memory", "kv cache", "cache blocks", "not enough memory", "insufficient memory")
 
 
 def import_vllm() -> Any:
@@ -79,6 +93,22 @@ def start_engine(spec: VLLMBackendConfig, vllm: Any) -> Any:
     return Engine.from_engine_args(engine_args(spec, vllm))
 
 
+def start_error(spec: VLLMBackendConfig, exc: BaseException) -> str:
+    """The :class:`LLMError` message for an engine that failed to start: what failed and what to change."""
+    what = f"{type(exc).__name__}: {exc}".strip()
+    text = what.lower()
+    if any(sign in text for sign in _MEMORY_SIGNS):
+        fix = (
+            f"lower gpu_memory_utilization (now {spec.gpu_memory_utilization}) or max_model_len "
+            f"(now {spec.max_model_len}), raise tensor_parallel_size, or free the GPU (see nvidia-smi)"
+        )
+    elif isinstance(exc, (ValueError, TypeError)) or "validation" in text:
+        fix = "vLLM rejected these engine settings; change the one it names in the llm block of params.yaml"
+    else:
+        fix = "see the vLLM message above; check the model folder and the GPU"
+    return f"vLLM engine for {spec.model} failed to start ({what[:800]}); {fix}"
+
+
 class VLLMBackend:
     """:class:`Backend` on vLLM's async engine; see the module docstring."""
 
@@ -95,10 +125,24 @@ class VLLMBackend:
         vllm = import_vllm()
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(spec.model, trust_remote_code=spec.trust_remote_code)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(spec.model, trust_remote_code=spec.trust_remote_code)
+        except (OSError, ValueError) as exc:
+            raise LLMError(
+                f"cannot load the tokenizer of {spec.model} ({type(exc).__name__}: {exc}); `model` must be a "
+                "local model folder (download it once on a machine with network access)"
+            ) from exc
         if not tokenizer.chat_template:
             raise LLMError(f"tokenizer of {spec.model} has no chat template; use an instruct model")
-        self._core = _EngineCore(vllm, start_engine(spec, vllm), tokenizer)
+        try:
+            engine = start_engine(spec, vllm)
+        except Exception as exc:
+            raise LLMError(start_error(spec, exc)) from exc
+        self._core = _EngineCore(vllm, engine, tokenizer)
+        try:  # built inside a running loop: that loop is the one the engine serves
+            self._core.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass
         log.info("vLLM engine up for %s (tensor parallel %d)", spec.model, spec.tensor_parallel_size)
 
     def with_adapter(self, adapter: str | None) -> VLLMBackend:
@@ -163,28 +207,37 @@ class _EngineCore:
         if self.loop is None:
             self.loop = loop
         elif self.loop is not loop:
-            raise LLMError("the vLLM engine serves the event loop of its first request; make every call in one loop")
+            raise LLMError(
+                "the vLLM engine serves the event loop it was built in (or of its first request); "
+                "make every call in that one loop"
+            )
         prompt_ids = chat_prompt_ids(self.tokenizer, messages, model)
         request_id = f"edumas-{next(self.request_ids)}"
+        copies = params.n if params.n > 1 and params.temperature == 0 else 1  # greedy: one choice, n copies
         final = None
         try:
             async for output in self.engine.generate(
                 {"prompt_token_ids": list(prompt_ids)},
-                self.sampling_params(params),
+                self.sampling_params(dataclasses.replace(params, n=1) if copies > 1 else params),
                 request_id,
                 lora_request=self.lora_request(adapter),
             ):
                 final = output
         except Exception as exc:
+            if params.json_schema is not None and _SCHEMA_TROUBLE.search(str(exc)):
+                raise LLMError(f"json_schema cannot be compiled: {type(exc).__name__}: {exc}") from exc
             raise LLMError(f"vLLM request {request_id} failed: {type(exc).__name__}: {exc}") from exc
         if final is None or not final.outputs:
             raise LLMError(f"vLLM request {request_id} returned no output")
         outputs = sorted(final.outputs, key=lambda o: o.index)
-        choices = [Choice(text=o.text, finish_reason=o.finish_reason or "stop") for o in outputs]
+        failed = sorted({str(o.finish_reason) for o in outputs if o.finish_reason in FAILED_FINISH_REASONS})
+        if failed:
+            raise LLMError(f"vLLM request {request_id} ended with finish reason {', '.join(failed)} (not completed)")
         usage = Usage(
             prompt_tokens=len(final.prompt_token_ids or prompt_ids),
             completion_tokens=sum(len(o.token_ids) for o in outputs),
         )
+        choices = [Choice(text=o.text, finish_reason=o.finish_reason or "stop") for o in outputs] * copies
         return ChatResult(choices=choices, usage=usage, model=model)
 
     def shutdown(self) -> None:

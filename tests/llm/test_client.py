@@ -104,7 +104,9 @@ WORKER = textwrap.dedent(
                 r = await llm.chat([{"role": "user", "content": f"q{i}"}])
                 return r.text
         texts = await asyncio.gather(*(one(i) for i in range(40)))
-        write_json_atomic(out_path, texts)
+        total = llm.accounting.summary()["total"]
+        usage = {k: total[k] for k in ("calls", "prompt_tokens", "completion_tokens")}
+        write_json_atomic(out_path, {"texts": texts, "usage": usage})
 
     asyncio.run(main())
     """
@@ -151,7 +153,10 @@ def test_killed_run_resumes_without_repeating_finished_calls(tmp_path):
     subprocess.run(env_cmd + [str(cache), str(calls2), str(out), "0"], check=True, cwd=ROOT, env=ENV)
     repeated = calls2.read_text().split()
     assert len(repeated) == 40 - finished, "the resumed run makes only the unfinished calls"
-    assert json.loads(out.read_text()) == json.loads((tmp_path / "ref.json").read_text())
+    resumed, reference = json.loads(out.read_text()), json.loads((tmp_path / "ref.json").read_text())
+    assert resumed["texts"] == reference["texts"]
+    # cached replies keep the usage they had when made: the resumed run reports the same tokens
+    assert resumed["usage"] == reference["usage"] and reference["usage"]["completion_tokens"] == 40 * 3
 
 
 def test_any_backend_failure_becomes_an_llm_error():
@@ -162,3 +167,97 @@ def test_any_backend_failure_becomes_an_llm_error():
     with pytest.raises(LLMError, match="RuntimeError: CUDA out of memory"):
         run(llm.chat([{"role": "user", "content": "hi"}]))
     assert llm.accounting.summary()["planner"]["errors"] == 1
+
+
+# -- per-role sampling, role names, the call slot ------------------------------------------------
+
+
+def _config(tmp_path, **extra):
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text(json.dumps({"match": ".", "reply": "ok"}) + "\n")
+    return LLMConfig.model_validate({"default": {"kind": "scripted", "replies": str(replies)}, "cache": None} | extra)
+
+
+def test_role_sampling_overlays_the_global_sampling_and_keeps_the_shared_backend(tmp_path):
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"match": ".", "reply": "judge"}) + "\n")
+    cfg = _config(
+        tmp_path,
+        sampling={"temperature": 0.2, "max_tokens": 300, "stop": ["", "###"]},
+        roles={
+            "solver": {"sampling": {"max_tokens": 512}},
+            "planner": {"sampling": {"seed": 4, "n": 2}},
+            "numerical_judge": {"kind": "scripted", "replies": str(other), "sampling": {"temperature": 0.7}},
+        },
+    )
+    runtime = LLMRuntime(cfg)
+    solver, planner, judge, critic = (runtime.for_role(r) for r in ("solver", "planner", "numerical_judge", "critic"))
+    assert solver.default_params == SamplingParams(temperature=0.2, max_tokens=512, stop=("###",))
+    assert planner.default_params == SamplingParams(temperature=0.2, max_tokens=300, stop=("###",), seed=4, n=2)
+    assert judge.default_params == SamplingParams(temperature=0.7, max_tokens=300, stop=("###",))
+    assert critic.default_params == SamplingParams(temperature=0.2, max_tokens=300, stop=("###",))
+    assert solver.backend is planner.backend is critic.backend  # sampling-only entries share the default
+    assert judge.backend is not solver.backend and run(judge.chat([{"role": "user", "content": "x"}])).text == "judge"
+    same_spec_other_sampling = _config(
+        tmp_path,
+        roles={
+            "a": {"kind": "scripted", "replies": str(other), "sampling": {"temperature": 0.1}},
+            "b": {"kind": "scripted", "replies": str(other), "sampling": {"temperature": 0.9}},
+        },
+    )
+    rt = LLMRuntime(same_spec_other_sampling)
+    assert rt.backend_for("a") is rt.backend_for("b")  # one engine, two samplings
+
+
+def test_role_config_errors_name_the_fix(tmp_path):
+    cfg = _config(tmp_path, roles={"numerical_judg": {"sampling": {"temperature": 0.5}}, "solver": {"sampling": {}}})
+    with pytest.raises(ValueError) as err:
+        cfg.check_roles(["planner", "solver", "numerical_judge"])
+    assert str(err.value) == (
+        "unknown role 'numerical_judg' in llm.roles; valid roles: planner, solver, numerical_judge"
+    )
+    cfg.check_roles(("solver", "numerical_judg"))  # all known: no error
+    with pytest.raises(ValueError, match="temprature"):
+        _config(tmp_path, roles={"solver": {"sampling": {"temprature": 0.5}}})
+    with pytest.raises(ValueError, match="does not match any of the expected tags"):
+        _config(tmp_path, roles={"solver": {"kind": "openia", "model": "x"}})
+    with pytest.raises(ValueError, match="put the run's sampling under llm.sampling"):
+        LLMConfig.model_validate(
+            {"default": {"kind": "scripted", "replies": "r.jsonl", "sampling": {"temperature": 1.0}}}
+        )
+
+
+def test_call_slot_is_taken_after_a_cache_miss_only(tmp_path):
+    from pipelines.agents.limits import CallLimiter, install
+
+    backend = echo_backend(delay_s=0.02)
+    llm = LLM(backend, cache=RequestCache(tmp_path / "c.sqlite"))
+    hello = [{"role": "user", "content": "cached"}]
+
+    async def main():
+        limiter = CallLimiter(1)
+        install(limiter)
+        await llm.chat(hello)  # fill the cache
+        await limiter.acquire()  # someone else holds the run's only slot
+        hit = await asyncio.wait_for(llm.chat(hello), timeout=2)  # a hit needs no slot
+        miss = asyncio.create_task(llm.chat([{"role": "user", "content": "fresh"}]))
+        await asyncio.sleep(0.1)
+        waiting = not miss.done()  # a miss waits for the slot
+        limiter.release()
+        fresh = await asyncio.wait_for(miss, timeout=2)
+        # many misses at once never exceed the limit (and nothing deadlocks at limit 1)
+        texts = await asyncio.gather(*(llm.chat([{"role": "user", "content": f"q{i}"}]) for i in range(6)))
+        return hit, waiting, fresh, texts, limiter
+
+    hit, waiting, fresh, texts, limiter = run(main())
+    assert hit.cached and waiting and fresh.text == "echo fresh" and not fresh.cached
+    assert [t.text for t in texts] == [f"echo q{i}" for i in range(6)]
+    assert limiter.peak == 1 and limiter.in_use == 0
+
+
+def test_preflight_builds_every_backend_and_is_a_no_op_for_local_ones(tmp_path):
+    cfg = _config(tmp_path, roles={"solver": {"sampling": {"max_tokens": 9}}})
+    runtime = LLMRuntime(cfg)
+    run(runtime.preflight())
+    assert len(runtime._backends) == 1
+    run(runtime.close())

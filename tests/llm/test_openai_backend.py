@@ -8,6 +8,7 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig, OpenAIBackendConfig
 from pipelines.llm.loopback import Fault, LoopbackServer
-from pipelines.llm.openai_backend import OpenAIBackend, parse_retry_after
+from pipelines.llm.openai_backend import OpenAIBackend
+from pipelines.llm.openai_protocol import parse_retry_after
 from pipelines.llm.ratelimit import RateLimiter, RateSchedule, estimate_tokens
 from pipelines.llm.types import LLMError, SamplingParams
 
@@ -84,12 +86,10 @@ def test_request_body_headers_and_reply_parsing():
     assert "test-model" in b.identity and "127.0.0.1" not in b.identity and KEY not in b.identity
 
 
-def test_defaults_omit_optional_fields_and_no_key_means_no_auth_header(monkeypatch):
-    monkeypatch.delenv(KEY_ENV)
-
+def test_defaults_omit_optional_fields_and_no_key_means_no_auth_header():
     async def main():
         async with LoopbackServer() as srv:
-            b = backend([srv.url])
+            b = backend([srv.url], api_key_env=None)
             await b.chat(HELLO, SamplingParams())
             await b.close()
             return srv
@@ -103,23 +103,32 @@ def test_defaults_omit_optional_fields_and_no_key_means_no_auth_header(monkeypat
     ("mode", "expected"),
     [
         ("json_schema", {"type": "json_schema", "json_schema": {"name": "Tag_list", "schema": None}}),
+        ("strict", {"type": "json_schema", "json_schema": {"name": "Tag_list", "schema": None, "strict": True}}),
         ("json_object", {"type": "json_object"}),
         ("none", None),
     ],
 )
 def test_json_schema_sent_as_response_format(mode, expected):
     schema = {"title": "Tag list", "type": "object", "properties": {"tags": {"type": "array"}}, "required": ["tags"]}
+    if mode == "strict":  # closed objects with every property required: OpenAI's strict mode can enforce it
+        schema |= {"additionalProperties": False}
+        schema["properties"]["tags"]["items"] = {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        }
 
     async def main():
         async with LoopbackServer(reply=lambda body: '{"tags": ["fractions"]}') as srv:
-            b = backend([srv.url], structured_output=mode)
+            b = backend([srv.url], structured_output="json_schema" if mode == "strict" else mode)
             result = await b.chat(HELLO, SamplingParams(json_schema=schema))
             await b.close()
             return srv, result
 
     srv, result = run(main())
     assert result.text == '{"tags": ["fractions"]}'
-    if expected is not None and mode == "json_schema":
+    if expected is not None and mode in ("json_schema", "strict"):
         expected["json_schema"]["schema"] = schema
     assert srv.requests[0]["body"].get("response_format") == expected
 
@@ -391,3 +400,279 @@ def test_loopback_server_command_line():
         proc.terminate()
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0 and "served 1 requests" in err
+
+
+# -- defects of issue 13 and the structured-output fallback ------------------------------------
+
+
+def test_missing_api_key_is_an_error_at_start_naming_the_variable(monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(LLMError) as err:
+        backend(["https://api.example.com/v1"])
+    assert str(err.value) == (
+        f"environment variable {KEY_ENV} (llm.default.api_key_env) is not set; export it, "
+        "or set api_key_env: null for a server without keys"
+    )
+    config = LLMConfig.model_validate(
+        {
+            "default": {"kind": "scripted", "replies": "unused.jsonl"},
+            "roles": {
+                "numerical_judge": {
+                    "kind": "openai",
+                    "model": "glm-4",
+                    "base_urls": ["https://x/v4"],
+                    "api_key_env": KEY_ENV,
+                }
+            },
+            "cache": None,
+        }
+    )
+    with pytest.raises(LLMError, match=rf"{KEY_ENV} \(llm.roles.numerical_judge.api_key_env\) is not set"):
+        LLMRuntime(config).backend_for("numerical_judge")
+
+
+def test_tokens_stay_charged_when_the_server_reports_no_usage():
+    async def one_call(usage: bool):
+        async with LoopbackServer(usage=usage) as srv:
+            b = backend([srv.url], tokens_per_minute=6000)  # 100 tokens per second
+            await b.chat(HELLO, SamplingParams(max_tokens=200))
+            ahead = b.limiter.tokens.next_free - time.monotonic()
+            await b.close()
+            return ahead
+
+    estimate = estimate_tokens(HELLO, SamplingParams(max_tokens=200))  # 207 tokens: 2.07 s of budget
+    assert run(one_call(usage=False)) == pytest.approx(estimate / 100, abs=0.1)  # kept, not refunded
+    assert run(one_call(usage=True)) < 0.1  # 5 tokens used: refunded
+
+
+@pytest.mark.parametrize("retry_after", ["inf", "1e9", "500"])
+def test_an_excessive_retry_after_fails_at_once(retry_after):
+    async def main():
+        async with LoopbackServer(faults=lambda i, body: Fault.http(429, "slow down", retry_after=retry_after)) as srv:
+            b = backend([srv.url], max_retry_after_s=30)
+            start = time.perf_counter()
+            with pytest.raises(LLMError) as err:
+                await b.chat(HELLO, SamplingParams())
+            elapsed = time.perf_counter() - start
+            await b.close()
+            return srv, str(err.value), elapsed
+
+    srv, message, elapsed = run(main())
+    assert srv.count == 1 and elapsed < 2
+    assert "max_retry_after_s=30" in message and "HTTP 429" in message and "Retry-After" in message
+
+
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        ("insufficient_quota", "You exceeded your current quota, please check your plan and billing details."),
+        ("credit_balance_exhausted", "Your credit balance is exhausted."),
+        ("1113", "您的账户已欠费，请充值后重试。"),
+    ],
+)
+def test_permanent_429_quota_errors_fail_at_once(code, text):
+    async def main():
+        async with LoopbackServer(faults=lambda i, body: Fault.http(429, text, code=code)) as srv:
+            b = backend([srv.url], max_retries=4)
+            with pytest.raises(LLMError) as err:
+                await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv, b, str(err.value)
+
+    srv, b, message = run(main())
+    assert srv.count == 1 and b.retries == 0
+    assert code in message and text in message and "retrying does not help" in message
+
+
+def test_rate_limit_429_with_a_code_is_still_retried():
+    faults = [Fault.http(429, "Rate limit reached", code="rate_limit_exceeded")]
+
+    async def main():
+        async with LoopbackServer(faults=faults) as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return srv, result
+
+    srv, result = run(main())
+    assert srv.count == 2 and result.text == "echo: hello there"
+
+
+def test_api_key_over_plain_http_to_a_remote_host_warns_once_per_url(caplog):
+    with caplog.at_level(logging.WARNING, logger="pipelines.llm.openai_backend"):
+        backend(["http://gpu07.cluster.example:8000/v1", "https://api.example.com/v1", "http://127.0.0.1:8000/v1"])
+        backend(["http://gpu07.cluster.example:8000/v1", "http://localhost:9/v1", "http://[::1]:8000/v1"])
+        backend(["http://gpu07.cluster.example:8000/v1"], api_key_env=None)  # no key: nothing to leak
+    warnings = [r.getMessage() for r in caplog.records if "plain http://" in r.getMessage()]
+    assert len(warnings) == 1 and "gpu07.cluster.example" in warnings[0] and KEY_ENV in warnings[0]
+    assert KEY not in caplog.text
+
+
+def test_a_backend_reused_under_a_new_event_loop_closes_the_old_session():
+    async def call(b):
+        await b.chat(HELLO, SamplingParams())
+        return b._session
+
+    # the server runs on its own loop in a thread, so one backend can serve two asyncio.run calls
+    srv, loop, ready = LoopbackServer(), asyncio.new_event_loop(), threading.Event()
+
+    def serve():
+        loop.run_until_complete(srv.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        b = backend([srv.url])
+        first = run(call(b))
+        assert first.closed  # closed inside its own loop as that loop ended (no unclosed sockets left)
+        second = run(call(b))
+        assert first is not second and second.closed
+        run(b.close())  # idempotent
+        assert srv.count == 2
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+def refusing(*refused: str):
+    """A server that answers 400 to the response_format types in ``refused`` (as some servers do)."""
+
+    def faults(index, body):
+        kind = (body.get("response_format") or {}).get("type")
+        if kind in refused:
+            return Fault.http(400, f"response_format type '{kind}' is not supported by this model")
+        return None
+
+    return faults
+
+
+@pytest.mark.parametrize(
+    ("refused", "settled"), [(("json_schema",), "json_object"), (("json_schema", "json_object"), "none")]
+)
+def test_refused_response_format_falls_back_once_per_server_with_one_warning(caplog, refused, settled):
+    async def main():
+        async with LoopbackServer(faults=refusing(*refused), reply=lambda body: '{"answer": 8}') as srv:
+            b = backend([srv.url])
+            params = SamplingParams(json_schema=SCHEMA)
+            results = [await b.chat(HELLO, params) for _ in range(3)]
+            results += await asyncio.gather(*(b.chat(HELLO, params) for _ in range(4)))
+            await b.close()
+            return srv, b, results
+
+    with caplog.at_level(logging.WARNING, logger="pipelines.llm.openai_backend"):
+        srv, b, results = run(main())
+    assert all(r.text == '{"answer": 8}' for r in results)
+    sent = [(r["body"].get("response_format") or {}).get("type") for r in srv.requests]
+    first_call = [*refused, None if settled == "none" else settled]
+    assert sent[: len(first_call)] == first_call  # stepped down within the first call, no retry counted
+    assert sent[len(first_call) :] == [None if settled == "none" else settled] * 6  # later calls go straight there
+    assert b.format_mode[srv.url] == settled and b.retries == 0
+    assert len([r for r in caplog.records if "refused response_format" in r.getMessage()]) == 1
+
+
+def test_other_400s_are_not_mistaken_for_a_refused_format():
+    async def main():
+        async with LoopbackServer(faults=[Fault.http(400, "max_tokens is too large")]) as srv:
+            b = backend([srv.url])
+            with pytest.raises(LLMError, match="max_tokens is too large"):
+                await b.chat(HELLO, SamplingParams(json_schema=SCHEMA))
+            await b.close()
+            return srv, b
+
+    srv, b = run(main())
+    assert srv.count == 1 and b.format_mode[srv.url] == "json_schema"
+
+
+def test_preflight_names_an_unreachable_url_within_seconds():
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+
+    async def main():
+        b = backend([dead], api_key_env=None)
+        start = time.perf_counter()
+        with pytest.raises(LLMError) as err:
+            await b.preflight()
+        await b.close()
+        return str(err.value), time.perf_counter() - start
+
+    message, elapsed = run(main())
+    assert dead in message and "cannot reach" in message and elapsed < 5
+
+
+def test_preflight_passes_a_live_pool_warns_about_a_dead_member_and_rejects_a_bad_key(caplog):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+
+    async def main():
+        async with LoopbackServer() as good, LoopbackServer(require_key="another-key") as strict:
+            b = backend([good.url, dead])
+            await b.preflight()
+            refused = backend([strict.url])
+            with pytest.raises(LLMError) as err:
+                await refused.preflight()
+            await b.close()
+            await refused.close()
+            return str(err.value), good.count
+
+    with caplog.at_level(logging.WARNING, logger="pipelines.llm.openai_backend"):
+        message, chats = run(main())
+    assert chats == 0  # the probe costs no completion
+    assert dead in caplog.text and "cannot reach" in caplog.text
+    assert "HTTP 401" in message and KEY_ENV in message and KEY not in message
+
+
+def test_runtime_preflight_checks_each_openai_endpoint(tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    config = LLMConfig(
+        default={"kind": "scripted", "replies": str(tmp_path / "unused.jsonl")},
+        roles={"judge": {"kind": "openai", "model": "m", "base_urls": [dead], "api_key_env": None}},
+        cache=None,
+    )
+    (tmp_path / "unused.jsonl").write_text('{"match": ".", "reply": "x"}\n')
+    runtime = LLMRuntime(config)
+
+    async def main():
+        with pytest.raises(LLMError, match=dead):
+            await runtime.preflight()
+        await runtime.close()
+
+    run(main())
+
+
+def test_greedy_with_n_sends_one_request_for_one_choice_and_copies_it():
+    async def main():
+        async with LoopbackServer() as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams(n=3))
+            await b.close()
+            return srv, result
+
+    srv, result = run(main())
+    assert srv.count == 1 and "n" not in srv.requests[0]["body"]
+    assert [c.text for c in result.choices] == ["echo: hello there"] * 3
+
+
+def test_a_server_that_ignores_n_is_asked_again_for_the_rest():
+    async def main():
+        async with LoopbackServer(max_choices=1) as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams(temperature=0.9, n=3, seed=5))
+            await b.close()
+            return srv, result
+
+    srv, result = run(main())
+    assert len(result.choices) == 3 and srv.count == 3
+    assert [r["body"].get("n") for r in srv.requests] == [3, 2, None]
+    assert [r["body"]["seed"] for r in srv.requests] == [5, 6, 7]  # each follow-up its own sample
+    assert result.usage.completion_tokens == 3 * 3 and result.usage.prompt_tokens == 3 * 2

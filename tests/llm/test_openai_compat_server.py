@@ -101,7 +101,13 @@ def _backend(base_url: str, model: str, **overrides) -> OpenAIBackend:
 
 def test_chat_through_transformers_serve(served_model):
     base_url, model = served_model
-    schema = {"title": "answer", "type": "object", "properties": {"answer": {"type": "string"}}}
+    schema = {  # closed and fully required, so the backend sends "strict": true as well
+        "title": "answer",
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
     messages = [
         {"role": "system", "content": "You are a maths tutor."},
         {"role": "user", "content": "What is 1/2 + 1/4?"},
@@ -110,6 +116,7 @@ def test_chat_through_transformers_serve(served_model):
     async def main():
         backend = _backend(base_url, model)
         try:
+            await backend.preflight()  # the server is up: no error
             plain, concurrent = await asyncio.gather(
                 backend.chat(messages, SamplingParams(max_tokens=6, seed=1)),
                 backend.chat(messages, SamplingParams(max_tokens=4, stop=("\n",), json_schema=schema, seed=2)),

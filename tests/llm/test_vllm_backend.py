@@ -15,8 +15,12 @@ import types
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from pipelines.llm.config import VLLMBackendConfig
+from pipelines.llm import vllm_backend
+from pipelines.llm.cache import RequestCache
+from pipelines.llm.client import LLM
+from pipelines.llm.config import VLLM_LORA_RANKS, VLLMBackendConfig
 from pipelines.llm.types import LLMError, SamplingParams
 from pipelines.llm.vllm_backend import INSTALL_HINT, VLLMBackend, engine_args, vllm_identity
 
@@ -46,6 +50,169 @@ def test_engine_args_follow_the_spec_and_identity_names_the_adapter(tmp_path):
     base = vllm_identity(spec("m"), None)
     assert base.startswith("vllm:m@") and vllm_identity(spec("m"), str(tmp_path)) != base
     assert vllm_identity(spec("m", dtype="bfloat16"), None) != base
+
+
+# -- the engine stubbed at its ``generate`` boundary (CPU) ------------------------------------
+
+
+class StubSamplingParams:
+    """Stands in for ``vllm.SamplingParams`` and makes the checks vLLM 0.31 makes on construction."""
+
+    def __init__(self, **kwargs):
+        if kwargs["n"] > 1 and kwargs["temperature"] == 0:
+            raise ValueError(f"n must be 1 when using greedy sampling, got {kwargs['n']}")
+        if kwargs["stop"] is not None and "" in kwargs["stop"]:
+            raise ValueError("stop cannot contain an empty string")
+        self.__dict__.update(kwargs)
+
+
+class StubEngine:
+    """``generate`` yields one final output per request; ``finish`` sets every choice's finish reason."""
+
+    def __init__(self, finish: str = "stop"):
+        self.finish = finish
+        self.requests: list[StubSamplingParams] = []
+
+    async def generate(self, prompt, sampling_params, request_id, lora_request=None):
+        self.requests.append(sampling_params)
+        schema = (getattr(sampling_params, "structured_outputs", None) or {}).get("json") or {}
+        if schema.get("type") == "bogus":  # as vLLM's structured-output backend rejects a schema
+            raise ValueError("The provided JSON schema contains features not supported by xgrammar.")
+        outputs = [
+            types.SimpleNamespace(index=i, text=f"reply {i}", token_ids=[1, 2, 3], finish_reason=self.finish)
+            for i in range(sampling_params.n)
+        ]
+        yield types.SimpleNamespace(outputs=outputs, prompt_token_ids=prompt["prompt_token_ids"])
+
+    def shutdown(self):
+        return None
+
+
+@pytest.fixture
+def stub_vllm(monkeypatch):
+    """A fake ``vllm`` module and engine; returns a function building a backend on it."""
+    module = types.ModuleType("vllm")
+    module.SamplingParams = StubSamplingParams
+    module.AsyncEngineArgs = dict
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.RequestOutputKind = types.SimpleNamespace(FINAL_ONLY="final_only")
+    sampling.StructuredOutputsParams = lambda **kwargs: kwargs
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
+    from tests.tiny_models import smollm2_dir
+
+    def build(engine=None, error=None, **overrides):
+        def start(spec_, vllm):
+            if error is not None:
+                raise error
+            return engine
+
+        monkeypatch.setattr(vllm_backend, "start_engine", start)
+        return VLLMBackend(spec(str(smollm2_dir()), **overrides))
+
+    return build
+
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def test_greedy_with_n_asks_for_one_choice_and_copies_it(stub_vllm):
+    engine = StubEngine()
+    backend = stub_vllm(engine)
+
+    async def main():
+        greedy = await backend.chat(HI, SamplingParams(n=3))
+        sampled = await backend.chat(HI, SamplingParams(n=3, temperature=0.7, seed=1))
+        return greedy, sampled
+
+    greedy, sampled = asyncio.run(main())
+    assert [r.n for r in engine.requests] == [1, 3]
+    assert (
+        [c.text for c in greedy.choices] == ["reply 0"] * 3
+        and greedy.usage.completion_tokens == 3
+        and [c.text for c in sampled.choices] == ["reply 0", "reply 1", "reply 2"]
+    )
+
+
+def test_empty_stop_strings_never_reach_the_engine(stub_vllm):
+    engine = StubEngine()
+    backend = stub_vllm(engine)
+
+    async def main():
+        await backend.chat(HI, SamplingParams(stop=("", "###", "")))
+        await backend.chat(HI, SamplingParams(stop=[""]))
+
+    asyncio.run(main())
+    assert [r.stop for r in engine.requests] == [["###"], None]
+    assert SamplingParams(stop="###").stop == ("###",)  # one string is one stop string
+
+
+@pytest.mark.parametrize("reason", ["abort", "error"])
+def test_aborted_or_failed_requests_raise_and_are_not_cached(stub_vllm, tmp_path, reason):
+    backend = stub_vllm(StubEngine(finish=reason))
+    llm = LLM(backend, cache=RequestCache(tmp_path / "c.sqlite"), role="solver")
+    with pytest.raises(LLMError, match=f"finish reason {reason}"):
+        asyncio.run(llm.chat(HI))
+    assert len(llm.cache) == 0 and llm.accounting.summary()["solver"]["errors"] == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "lower gpu_memory_utilization (now 0.9)"),
+        (
+            ValueError("No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"),
+            "lower gpu_memory_utilization",
+        ),
+        (ValueError("max_model_len (100000) is greater than the derived max_model_len"), "rejected these engine"),
+    ],
+)
+def test_engine_start_failures_are_llm_errors_with_the_fix(stub_vllm, error, expected):
+    with pytest.raises(LLMError) as err:
+        stub_vllm(error=error)
+    message = str(err.value)
+    assert expected in message and str(error) in message and "failed to start" in message
+
+
+def test_a_schema_the_engine_cannot_compile_is_a_clear_error(stub_vllm):
+    engine = StubEngine()
+    backend = stub_vllm(engine)
+
+    async def main():
+        ok = await backend.chat(HI, SamplingParams(json_schema={"type": "object"}))
+        with pytest.raises(LLMError, match="^json_schema cannot be compiled: ValueError: The provided JSON schema"):
+            await backend.chat(HI, SamplingParams(json_schema={"type": "bogus"}))
+        return ok
+
+    assert asyncio.run(main()).text == "reply 0"
+    assert engine.requests[0].structured_outputs == {"json": {"type": "object"}}
+
+
+def test_a_missing_model_folder_is_an_llm_error(stub_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(LLMError, match="cannot load the tokenizer of .*must be a local model folder"):
+        VLLMBackend(spec(str(tmp_path / "no-such-model")))
+
+
+def test_max_lora_rank_must_be_one_vllm_accepts():
+    assert VLLM_LORA_RANKS == (1, 8, 16, 32, 64, 128, 256, 320, 512)
+    assert spec("m", max_lora_rank=320).max_lora_rank == 320
+    with pytest.raises(ValidationError, match="vLLM accepts max_lora_rank 1, 8, 16, 32, 64, 128, 256, 320, 512"):
+        spec("m", max_lora_rank=48)
+
+
+def test_a_call_from_another_event_loop_raises_instead_of_hanging(stub_vllm):
+    async def build_and_call():
+        backend = stub_vllm(StubEngine())  # built inside a running loop: the engine serves that loop
+        return backend
+
+    backend = asyncio.run(build_and_call())
+
+    async def from_another_loop():
+        return await asyncio.wait_for(backend.chat(HI, SamplingParams()), timeout=5)
+
+    with pytest.raises(LLMError, match="serves the event loop"):
+        asyncio.run(from_another_loop())
 
 
 # -- GPU ---------------------------------------------------------------------------------------
@@ -144,3 +311,9 @@ def test_lora_adapter_per_request_changes_replies_and_identity(backend, loop, sm
     adapted = ask(loop, tuned, "Name three colours.", params).text
     assert adapted != base
     assert ask(loop, backend.with_adapter(None), "Name three colours.", params).text == base
+
+
+@pytest.mark.gpu
+def test_greedy_n_and_empty_stop_strings_on_the_real_engine(backend, loop):
+    result = ask(loop, backend, "What is 2+2?", SamplingParams(max_tokens=16, n=3, stop=("",)))
+    assert len(result.choices) == 3 and len({c.text for c in result.choices}) == 1 and result.text.strip()

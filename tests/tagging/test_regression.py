@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.llm.client import LLMRuntime
+from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging
 from tests.tagging.regression.scenario import EXPECTED, backend, config_data, read_outputs
@@ -33,7 +33,7 @@ def assert_recorded_values_equal(expected, actual, path="metrics"):
 def test_text_mode_outputs_equal_the_recorded_ones(tmp_path: Path):
     expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
     cfg = TaggingConfig.model_validate(config_data(tmp_path))
-    runtime = LLMRuntime(cfg.llm, backends={cfg.llm.default.model_dump_json(): backend()})
+    runtime = LLMRuntime(cfg.llm, backends={backend_key(cfg.llm.default): backend()})
     closed = []
 
     async def close():

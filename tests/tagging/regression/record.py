@@ -9,7 +9,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from pipelines.llm.client import LLMRuntime
+from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging
 from tests.tagging.regression.scenario import EXPECTED, backend, config_data, read_outputs
@@ -17,7 +17,7 @@ from tests.tagging.regression.scenario import EXPECTED, backend, config_data, re
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         cfg = TaggingConfig.model_validate(config_data(Path(tmp)))
-        runtime = LLMRuntime(cfg.llm, backends={cfg.llm.default.model_dump_json(): backend()})
+        runtime = LLMRuntime(cfg.llm, backends={backend_key(cfg.llm.default): backend()})
         metrics = generate_tagging(cfg, root=tmp, runtime=runtime)
         expected = {"metrics": metrics, **read_outputs(Path(tmp))}
     EXPECTED.write_text(json.dumps(expected, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
