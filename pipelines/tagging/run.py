@@ -74,9 +74,7 @@ def team_prediction(verdict: TeamVerdict | None) -> int | None:
 
 def team_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, planner_examples) -> System:
     """The multi-agent team on both splits; its aggregate verdict is traced as a non-LLM step."""
-    team = TaggingTeam(
-        runtime.for_role, cfg.team, demos, mode=cfg.output_mode, planner_examples=planner_examples
-    )
+    team = TaggingTeam(runtime.for_role, cfg.team, demos, mode=cfg.output_mode, planner_examples=planner_examples)
 
     async def worker(sample: Sample, trace: SampleTrace) -> TeamVerdict:
         verdict = await team.tag(sample.example, trace)

@@ -54,7 +54,8 @@ class Split:
         return {e.id for e in self.evaluation}
 
     def record(self) -> dict[str, Any]:
-        """``{"by", "evaluation_share", "seed", "counts": {...}, "ids": {"generation": [...], "evaluation": [...]}}``."""
+        """``{"by", "evaluation_share", "seed", "counts": {...},
+        "ids": {"generation": [...], "evaluation": [...]}}``."""
         return {
             "by": self.cfg.by,
             "evaluation_share": self.cfg.evaluation_share,
@@ -90,9 +91,7 @@ def split_examples(examples: list[TaggingExample], cfg: SplitConfig) -> Split:
         ordered = sorted(examples, key=lambda e: (e.label, e.knowledge_id, e.language, _key(cfg.seed, e.id)))
         share = cfg.evaluation_share
         in_eval = {e.id for i, e in enumerate(ordered) if round((i + 1) * share) > round(i * share)}
-    split = Split(
-        [e for e in examples if e.id not in in_eval], [e for e in examples if e.id in in_eval], cfg
-    )
+    split = Split([e for e in examples if e.id not in in_eval], [e for e in examples if e.id in in_eval], cfg)
     if not split.evaluation:
         raise EmptyEvaluationSplit(
             f"the evaluation split is empty ({len(examples)} rows, split.by {cfg.by}, "

@@ -12,8 +12,9 @@ is tried again up to ``plan_attempts`` times and never shared, so the next quest
 The semantic judge's demonstrations carry labels of the semantic part only: a positive row is a
 Yes, a negative row is shown only when its ``semantic_label`` is known (a negative may fail only a
 numerical requirement). A verdict is *unanswered* (``TeamVerdict.answered`` False) when it hangs
-on a failed sub-task: no judged sub-constraint says No and a failed one was set to No. A failed sub-task (a reply that never
-parsed, an LLM error, a sandbox error or timeout, a program printing no boolean) is counted,
+on a failed sub-task: no judged sub-constraint says No and a failed one was set to No.
+A failed sub-task (a reply that never parsed, an LLM error, a sandbox error or timeout, a
+program printing no boolean) is counted,
 traced and settled by ``failure_policy``: ``no`` (the sub-constraint fails) or ``semantic``
 (a failed numerical check is re-judged by the semantic judge; if that fails too, No).
 A failed plan falls back to the whole definition as one semantic sub-constraint; a failed

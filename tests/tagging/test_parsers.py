@@ -152,7 +152,7 @@ def test_plan_truncation_is_counted():
         ("-3", -3),
         ('"-3"', -3),
         ('"−3"', -3),
-        ("[[1, 2], [3, \"1/3\"]]", [[1, 2], [3, Fraction(1, 3)]]),
+        ('[[1, 2], [3, "1/3"]]', [[1, 2], [3, Fraction(1, 3)]]),
         ('["1/2", "2/3"]', [Fraction(1, 2), Fraction(2, 3)]),
         ("12", 12),
     ],
@@ -183,6 +183,8 @@ def test_json_mode_arguments_accept_fractions_and_lists_as_text():
     agent = make_arg_extractor()
     reply = '{"arguments": [{"name": "half", "value": "1/2"}, {"name": "xs", "value": [4, "7"]}]}'
     assert agent.parse(reply, "json").values == {"half": Fraction(1, 2), "xs": [4, 7]}
+
+
 # ---------------------------------------------------------------- json mode: the same results
 
 

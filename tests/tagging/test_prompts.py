@@ -130,13 +130,17 @@ def test_spot_checks_independent_of_golden():
         "Question: A box holds 47 pens. How many pens are in 6 boxes?\n"
         "Solution: 47 x 6 = 282. Final answer: 282\nSub-constraint: Is the first factor a two-digit number?"
     )
-    assert "\n\nExample definition: Addition within 100.\nExample question: What is 40 + 7?\nExample label: <Yes>\n" in (
-        r["semantic_judge_other_concept.en"][1]["content"]
+    assert (
+        "\n\nExample definition: Addition within 100.\nExample question: What is 40 + 7?\nExample label: <Yes>\n"
+        in (r["semantic_judge_other_concept.en"][1]["content"])
     )
-    assert "\n\nDefinition: Addition within 100.\nQuestion: What is 40 + 7?\nReasoning:" in (
-        r["single_llm_other_concept.en"][1]["content"]
+    assert (
+        "\n\nDefinition: Addition within 100.\nQuestion: What is 40 + 7?\nReasoning:"
+        in (r["single_llm_other_concept.en"][1]["content"])
     )
-    assert "示例定义：100 以内的加法。\n示例题目：40 + 7 等于多少？" in r["semantic_judge_other_concept.zh"][1]["content"]
+    assert (
+        "示例定义：100 以内的加法。\n示例题目：40 + 7 等于多少？" in r["semantic_judge_other_concept.zh"][1]["content"]
+    )
     assert r["sft_target.en"].endswith(
         "At least one sub-constraint fails, so the question does not test this knowledge.\n<No>"
     )

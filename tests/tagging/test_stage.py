@@ -226,6 +226,10 @@ def test_missing_input_and_empty_evaluation_are_one_line_errors(tmp_path, monkey
     assert main(["--params", str(params)]) == 1
     assert "error: no tagging rows were read; check tagging.data.path and its filters" in capsys.readouterr().err
     params = write_params(tmp_path)  # issue 11, defect 1: an empty evaluation split is a clear error
-    params.write_text(params.read_text().replace("languages: [en], limit: 12}", "languages: [en], limit: 12}\n  split: {evaluation_share: 0.001}"))
+    params.write_text(
+        params.read_text().replace(
+            "languages: [en], limit: 12}", "languages: [en], limit: 12}\n  split: {evaluation_share: 0.001}"
+        )
+    )
     assert main(["--params", str(params)]) == 1
     assert "the evaluation split is empty (60 rows" in capsys.readouterr().err

@@ -110,7 +110,10 @@ class ArgsOutput(BaseModel):
 
     def to_result(self) -> NumericArgs:
         return numeric_args(
-            [(a.name, [_integral(v) for v in a.value] if isinstance(a.value, list) else _integral(a.value)) for a in self.arguments]
+            [
+                (a.name, [_integral(v) for v in a.value] if isinstance(a.value, list) else _integral(a.value))
+                for a in self.arguments
+            ]
         )
 
 

@@ -138,7 +138,9 @@ def train_and_predict(
             trained = _train(cfg, path, fit, lr)
             probs = _probabilities(cfg, *trained[1:], val)
             accuracy = sum(int(p >= 0.5) == r.label for p, r in zip(probs, val, strict=True)) / len(val)
-            loss = -sum(math.log(max(1e-9, p if r.label else 1 - p)) for p, r in zip(probs, val, strict=True)) / len(val)
+            loss = -sum(math.log(max(1e-9, p if r.label else 1 - p)) for p, r in zip(probs, val, strict=True)) / len(
+                val
+            )
             sweep[f"{lr:g}"] = {"accuracy": accuracy, "log_loss": loss}
             if best_key is None or (accuracy, -loss) > best_key:
                 best, best_key, kept = lr, (accuracy, -loss), trained
