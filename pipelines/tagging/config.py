@@ -51,6 +51,12 @@ class TaggingConfig(StrictModel):
     outputs: OutputsConfig = OutputsConfig()
     progress: bool = True
 
+    @field_validator("failure_outcome", mode="before")
+    @classmethod
+    def _yaml_no(cls, value):
+        """YAML 1.1 reads an unquoted ``no`` as false; take it as the ``"no"`` outcome."""
+        return "no" if value is False else value
+
     @field_validator("llm")
     @classmethod
     def _known_roles(cls, llm: LLMConfig) -> LLMConfig:

@@ -1,6 +1,7 @@
 """Readers, the demo set's labels (re-checked from the numbers), and the demonstration split."""
 
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -12,7 +13,8 @@ from pipelines.tagging.split import DemoConfig, SplitConfig, build_demonstration
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "tagging" / "demo.jsonl"
-SHARED_CSV = ROOT.parent / "shared" / "data" / "tagging" / "mathfish_few_shot_entailment.csv"
+SHARED = Path(os.environ.get("EDUMAS_SHARED_DIR") or ROOT.parent / "shared")  # ../shared (override for worktrees)
+SHARED_CSV = SHARED / "data" / "tagging" / "mathfish_few_shot_entailment.csv"
 
 
 def truth(kid, m):
