@@ -46,13 +46,6 @@ class Split:
     evaluation: list[TaggingExample]
     cfg: SplitConfig
 
-    def name_of(self, example: TaggingExample) -> str:
-        return "evaluation" if example.id in self._evaluation_ids else "generation"
-
-    @property
-    def _evaluation_ids(self) -> set[str]:
-        return {e.id for e in self.evaluation}
-
     def record(self) -> dict[str, Any]:
         """``{"by", "evaluation_share", "seed", "counts": {...},
         "ids": {"generation": [...], "evaluation": [...]}}``."""

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from pipelines.config import StrictModel
+from pipelines.stage import StageError
 from pipelines.tagging.data import TaggingExample
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,9 @@ def train_and_predict(
     if not path.exists():
         raise FileNotFoundError(f"{path}: encoder folder not found; run `dvc repro prepare_models` or set plm.model")
     if not train:
-        raise ValueError("the PLM baseline has no training rows: the generation split is empty (tagging.split)")
+        raise StageError(
+            "the PLM baseline has no training rows: the generation split is empty; lower split.evaluation_share"
+        )
     fit, val = validation_split(train, cfg.validation_share, seed=cfg.seed)
     sweep: dict[str, dict[str, float]] = {}
     best, best_key, kept = cfg.learning_rates[0], None, None
