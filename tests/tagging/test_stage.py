@@ -233,3 +233,21 @@ def test_missing_input_and_empty_evaluation_are_one_line_errors(tmp_path, monkey
     )
     assert main(["--params", str(params)]) == 1
     assert "the evaluation split is empty (60 rows" in capsys.readouterr().err
+
+
+def test_summary_line_names_coverage_and_the_failure_outcome():
+    from stages.generate_tagging import summary_line
+
+    overall = {"accuracy": 0.5, "f1": 0.25, "coverage": 0.75}
+    metrics = {
+        "n_evaluated": 4,
+        "output_mode": "json",
+        "failure_outcome": "wrong",
+        "systems": {"team": {"overall": overall}},
+        "sft_rows": 1,
+        "n_generation_run": 2,
+    }
+    assert summary_line(metrics) == (
+        "4 pairs evaluated (json mode, failures count as wrong); team: acc 0.500 F1 0.250 coverage 0.75; "
+        "1 SFT rows from 2 generation pairs"
+    )
