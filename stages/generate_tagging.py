@@ -28,13 +28,15 @@ log = logging.getLogger("edumas.stages.generate_tagging")
 
 def summary_line(metrics: dict) -> str:
     parts = [
-        f"{name}: acc {m['overall']['accuracy']:.3f} F1 {m['overall']['f1']:.3f}"
+        f"{name}: acc {m['overall']['accuracy']:.3f} F1 {m['overall']['f1']:.3f} "
+        f"coverage {m['overall'].get('coverage', 1.0):.2f}"
         for name, m in metrics["systems"].items()
     ]
     return (
-        f"{metrics['n_evaluated']} pairs evaluated ({metrics['output_mode']} mode); "
+        f"{metrics['n_evaluated']} pairs evaluated ({metrics['output_mode']} mode, "
+        f"failures count as {metrics.get('failure_outcome', 'wrong')}); "
         + "; ".join(parts)
-        + f"; {metrics['sft_rows']} SFT rows"
+        + f"; {metrics['sft_rows']} SFT rows from {metrics.get('n_generation_run', 0)} generation pairs"
     )
 
 

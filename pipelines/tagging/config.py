@@ -11,7 +11,8 @@ from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 from pipelines.tagging.baselines.embedding import EmbeddingBaselineConfig
 from pipelines.tagging.baselines.plm import PLMBaselineConfig
-from pipelines.tagging.data import DemoConfig, TaggingDataConfig
+from pipelines.tagging.data import TaggingDataConfig
+from pipelines.tagging.split import DemoConfig, SplitConfig
 from pipelines.tagging.team import TeamConfig
 
 System = Literal["team", "single_llm", "embedding", "plm"]
@@ -35,9 +36,11 @@ class OutputsConfig(GenerationOutputs):
 
 class TaggingConfig(StrictModel):
     data: TaggingDataConfig = TaggingDataConfig()
+    split: SplitConfig = SplitConfig()
     demos: DemoConfig = DemoConfig()
     systems: list[System] = Field(default_factory=lambda: ["team", "single_llm", "embedding", "plm"], min_length=1)
     output_mode: Literal["text", "json"] = "json"
+    failure_outcome: Literal["wrong", "no", "omit"] = "wrong"  # how a failed sample is scored
     concurrency: int = Field(16, ge=1)
     max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
     llm: LLMConfig
@@ -47,6 +50,12 @@ class TaggingConfig(StrictModel):
     sft: SFTConfig = SFTConfig()
     outputs: OutputsConfig = OutputsConfig()
     progress: bool = True
+
+    @field_validator("failure_outcome", mode="before")
+    @classmethod
+    def _yaml_no(cls, value):
+        """YAML 1.1 reads an unquoted ``no`` as false; take it as the ``"no"`` outcome."""
+        return "no" if value is False else value
 
     @field_validator("llm")
     @classmethod

@@ -1,4 +1,4 @@
-"""Tagging examples: readers for MathKnowCT-style JSONL/CSV files and the demonstration split.
+"""Tagging examples: readers for MathKnowCT-style JSONL/CSV files and the evaluation limit.
 
 A row pairs a knowledge definition ``k`` with a question ``q`` and a label ``y`` (1: q tests k).
 Column names are mapped from params (``fields``), labels are read through ``positive_labels``
@@ -40,6 +40,7 @@ class FieldMap(StrictModel):
     knowledge_id: str | None = "knowledge_id"
     language: str | None = "language"
     rationale: str | None = "rationale"
+    semantic_label: str | None = "semantic_label"  # label of the semantic part alone (read like label)
 
 
 class TaggingDataConfig(StrictModel):
@@ -68,6 +69,7 @@ class TaggingExample:
     label: int
     language: str = "en"
     rationale: str | None = None
+    semantic_label: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -129,6 +131,7 @@ def read_examples(cfg: TaggingDataConfig, root: Path | str = ".") -> list[Taggin
                 label=label,
                 language=str(language),
                 rationale=(row.get(f.rationale) or None) if f.rationale else None,
+                semantic_label=_label(row[f.semantic_label], cfg) if f.semantic_label in row else None,
                 meta=row.get("meta") if isinstance(row.get("meta"), dict) else {},
             )
         )
@@ -139,66 +142,6 @@ def read_examples(cfg: TaggingDataConfig, root: Path | str = ".") -> list[Taggin
     if cfg.knowledge_ids:
         examples = [e for e in examples if e.knowledge_id in cfg.knowledge_ids]
     return examples
-
-
-class DemoConfig(StrictModel):
-    """Demonstrations: ``pool_per_concept`` rows per (knowledge id, language) are held out (never
-    evaluated); ``k`` of them are shown to the LLM agents, chosen at random (seeded) or as the
-    nearest to the definition by sentence embedding (alternating labels when both exist)."""
-
-    pool_per_concept: int = 3
-    k: int = 2
-    strategy: Literal["random", "nearest"] = "random"
-    embedding_model: str = "models/base/all-minilm-l6-v2"
-    seed: int = 0
-
-
-def _balanced_pool(rows: list[TaggingExample], size: int, rng: random.Random) -> list[TaggingExample]:
-    """Up to ``size`` rows alternating labels (positive first) so both labels are shown."""
-    by_label = {1: [r for r in rows if r.label == 1], 0: [r for r in rows if r.label == 0]}
-    for group in by_label.values():
-        rng.shuffle(group)
-    out: list[TaggingExample] = []
-    while len(out) < size and (by_label[1] or by_label[0]):
-        for label in (1, 0):
-            if by_label[label] and len(out) < size:
-                out.append(by_label[label].pop())
-    return out
-
-
-def split_demonstrations(
-    examples: list[TaggingExample], cfg: DemoConfig, embed: Any = None
-) -> tuple[
-    dict[tuple[str, str], list[TaggingExample]], list[TaggingExample], dict[tuple[str, str], list[TaggingExample]]
-]:
-    """Hold out a pool per concept; returns (shown demonstrations, evaluation rows, pools).
-
-    ``embed(list[str]) -> array`` is needed for ``strategy: nearest``. The pools are also what
-    the trained baselines (embedding threshold, PLM) learn from.
-    """
-    rng = random.Random(cfg.seed)
-    by_concept: dict[tuple[str, str], list[TaggingExample]] = defaultdict(list)
-    for example in examples:
-        by_concept[example.concept].append(example)
-    pools, shown = {}, {}
-    for concept in sorted(by_concept):
-        pools[concept] = _balanced_pool(by_concept[concept], cfg.pool_per_concept, rng)
-        if cfg.strategy == "nearest" and pools[concept]:
-            import numpy as np
-
-            vectors = np.asarray(embed([pools[concept][0].definition] + [p.question for p in pools[concept]]))
-            scores = (
-                vectors[1:] @ vectors[0] / (np.linalg.norm(vectors[1:], axis=1) * np.linalg.norm(vectors[0]) + 1e-9)
-            )
-            ranked = [pools[concept][i] for i in np.argsort(-scores, kind="stable")]
-            pos, neg = [r for r in ranked if r.label == 1], [r for r in ranked if r.label == 0]
-            order = [r for pair in zip(pos, neg, strict=False) for r in pair] + pos[len(neg) :] + neg[len(pos) :]
-            shown[concept] = order[: cfg.k]
-        else:
-            shown[concept] = pools[concept][: cfg.k]
-    held = {e.id for pool in pools.values() for e in pool}
-    evaluation = [e for e in examples if e.id not in held]
-    return shown, evaluation, pools
 
 
 def limit_examples(examples: list[TaggingExample], limit: int | None, seed: int) -> list[TaggingExample]:

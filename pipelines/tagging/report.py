@@ -1,5 +1,7 @@
-"""The human-facing outputs: a Markdown table laid out like the paper's Table 4 (systems x
-metrics) and a PNG bar chart of the same numbers."""
+"""The human-facing outputs: a Markdown table laid out like the paper's Table 4 (models as rows
+grouped by method: embedding similarity, PLM fine-tuning, single LLM, multi-agent team; the
+backbone named per row; accuracy, precision, recall, F1 and coverage as columns, then the cost
+columns) and a PNG bar chart of the same numbers."""
 
 from __future__ import annotations
 
@@ -14,23 +16,60 @@ SYSTEM_NAMES = {
     "single_llm": "Single LLM (few-shot CoT)",
     "team": "Multi-agent team",
 }
+METHOD_ORDER = ("embedding", "plm", "single_llm", "team")
 COLUMNS = ("accuracy", "precision", "recall", "f1")
+TEAM_ROLES = ("planner", "solver", "semantic_judge", "numerical_judge")
+
+
+def _short(model: str) -> str:
+    return Path(str(model)).name or str(model)
+
+
+def backbones(cfg: Any, runtime: Any) -> dict[str, str]:
+    """The backbone named in each system's row: the encoder folder, the single LLM's model, and the
+    team's model (with the roles on another model named, e.g. ``smollm2; numerical judge: gpt-4o``)."""
+    out = {"embedding": _short(cfg.embedding.model), "plm": _short(cfg.plm.model)}
+    if "single_llm" in cfg.systems:
+        out["single_llm"] = _short(runtime.spec_for("single_llm").model)
+    if "team" in cfg.systems:
+        models = {role: _short(runtime.spec_for(role).model) for role in TEAM_ROLES}
+        main = max(set(models.values()), key=lambda m: (list(models.values()).count(m), m))
+        others = [f"{role.replace('_', ' ')}: {m}" for role, m in models.items() if m != main]
+        out["team"] = "; ".join([main, *others])
+    return out
+
+
+def _backbone_cell(name: str, m: dict[str, Any]) -> str:
+    cell = m.get("backbone", "")
+    if name == "plm" and m.get("learning_rate") is not None:
+        cell += f" (lr {m['learning_rate']:g})"
+    return cell
 
 
 def markdown_table(systems: dict[str, dict[str, Any]]) -> str:
-    """``| System | Accuracy | Precision | Recall | F1 | LLM calls/q | tokens/q | failed sub-tasks |``."""
+    """``| Method | Backbone | Accuracy | Precision | Recall | F1 | Coverage | LLM calls/q | tokens/q |
+    failed sub-tasks |``, one row per system, grouped in the paper's method order (the method named
+    on the first row of its group)."""
     lines = [
-        "| System | Accuracy | Precision | Recall | F1 | LLM calls / question | tokens / question | failed sub-tasks |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| Method | Backbone | Accuracy | Precision | Recall | F1 | Coverage | LLM calls / question "
+        "| tokens / question | failed sub-tasks |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, m in systems.items():
+    order = sorted(systems, key=lambda n: METHOD_ORDER.index(n) if n in METHOD_ORDER else len(METHOD_ORDER))
+    previous = None
+    for name in order:
+        m = systems[name]
+        method = SYSTEM_NAMES.get(name, name)
         cells = [f"{100 * m['overall'][c]:.1f}" for c in COLUMNS]
+        cells.append(f"{100 * m['overall'].get('coverage', 1.0):.1f}")
         cells += [
             f"{m.get('llm_calls_per_question', 0):.2f}",
             f"{m.get('tokens_per_question', 0):.0f}",
             str(m.get("failed_subtasks", 0)),
         ]
-        lines.append(f"| {SYSTEM_NAMES.get(name, name)} | " + " | ".join(cells) + " |")
+        shown = f"**{method}**" if method != previous else ""
+        previous = method
+        lines.append(f"| {shown} | {_backbone_cell(name, m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -42,22 +81,24 @@ def write_table(path: Path | str, systems: dict[str, dict[str, Any]], *, title: 
 
 
 def write_plot(path: Path | str, systems: dict[str, dict[str, Any]]) -> None:
-    """Grouped bars: one group per metric, one bar per system."""
+    """Grouped bars: one group per metric (and coverage), one bar per system."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120)
+    columns = (*COLUMNS, "coverage")
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=120)
     width = 0.8 / max(1, len(systems))
     for i, (name, m) in enumerate(systems.items()):
-        xs = [j + i * width for j in range(len(COLUMNS))]
-        ax.bar(xs, [m["overall"][c] for c in COLUMNS], width, label=SYSTEM_NAMES.get(name, name))
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(COLUMNS))], [c.capitalize() for c in COLUMNS])
+        xs = [j + i * width for j in range(len(columns))]
+        label = f"{SYSTEM_NAMES.get(name, name)} ({m.get('backbone', '')})".replace(" ()", "")
+        ax.bar(xs, [m["overall"].get(c, 1.0) for c in columns], width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(columns))], [c.capitalize() for c in columns])
     ax.set_ylim(0, 1)
     ax.set_ylabel("score")
     ax.set_title("Knowledge tagging")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     with atomic_open(path, "wb") as handle:
         fig.savefig(handle, format="png")

@@ -1,70 +1,117 @@
-"""Stage ``generate_tagging`` as one function: read pairs, hold out demonstrations, run the
-chosen systems (team, single LLM, embedding similarity, PLM fine-tuning) on the same evaluated
-pairs through the generation harness, and write predictions, traces, SFT rows, the usage, the
-Table-4-style table and a plot.
+"""Stage ``generate_tagging`` as one function: read pairs, split them into a generation split and
+a held-out evaluation split, run the chosen systems (team, single LLM, embedding similarity, PLM
+fine-tuning) on the evaluation split through the generation harness, run the team on the
+generation split too (its right verdicts become SFT rows), and write predictions, traces, SFT
+rows, the split, the usage, the Table-4-style table and a plot.
+
+Demonstrations, the planner's examples, the embedding threshold and the PLM come from the
+generation split only. A failed sample (crashed, unparsed, or a team verdict that hangs on a
+failed sub-task) is predicted ``null`` and scored by ``failure_outcome`` beside a coverage column.
 
 Outputs (``outputs.generated_dir`` / ``outputs.reports_dir``): ``predictions.jsonl`` (one row per
-pair, every system's verdict), ``traces.jsonl`` (every agent call: prompt, reply, parsed, sandbox
-result, usage; streamed), ``sft.jsonl``; ``usage.json`` (per system and role), ``failures.json``,
-``table.md``, ``metrics.png``. The stage writes ``metrics.json`` (the returned metrics).
+pair run, with its ``split``; evaluation rows carry every system's verdict, generation rows the
+team's), ``traces.jsonl`` (every agent call; streamed), ``sft.jsonl`` (generation split only,
+``meta.split``), ``split.json`` (how the rows were split and both splits' ids, for the data
+card); ``usage.json``, ``failures.json``, ``table.md``, ``metrics.png``. The stage writes
+``metrics.json`` (the returned metrics).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipelines.agents import SampleTrace
 from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, preflight, run_systems
+from pipelines.io import write_json_atomic
 from pipelines.llm.client import LLMRuntime
+from pipelines.tagging.agents.planner import PlannerExamples
 from pipelines.tagging.agents.single_llm import make_single_llm
 from pipelines.tagging.baselines import embedding as embedding_baseline
 from pipelines.tagging.baselines import plm as plm_baseline
 from pipelines.tagging.config import TaggingConfig
-from pipelines.tagging.data import TaggingExample, limit_examples, read_examples, split_demonstrations
-from pipelines.tagging.metrics import binary_metrics, metrics_by_group
-from pipelines.tagging.report import write_plot, write_table
+from pipelines.tagging.data import TaggingExample, limit_examples, read_examples
+from pipelines.tagging.metrics import scored_metrics, scored_metrics_by_group
+from pipelines.tagging.report import backbones, write_plot, write_table
 from pipelines.tagging.sft import sft_row_for
+from pipelines.tagging.split import Demonstrations, build_demonstrations, split_examples
 from pipelines.tagging.team import TaggingTeam, TeamVerdict
 
 log = logging.getLogger(__name__)
 LLM_SYSTEMS = ("team", "single_llm")
+SKIPPED = object()  # a system that does not run on a generation-split sample
 
 
-def _demo_vars(demos: list[TaggingExample]) -> list[dict[str, Any]]:
-    return [{"question": d.question, "label": d.label, "rationale": d.rationale} for d in demos]
+@dataclass
+class Sample:
+    """One pair the harness runs, with the split it belongs to."""
+
+    example: TaggingExample
+    split: str  # "evaluation" | "generation"
+
+    @property
+    def id(self) -> str:
+        return self.example.id
 
 
-def team_system(runtime: LLMRuntime, cfg: TaggingConfig, shown) -> System:
-    """The multi-agent team; its aggregate verdict is traced as a non-LLM step."""
-    team = TaggingTeam(runtime.for_role, cfg.team, shown, mode=cfg.output_mode)
+def demo_vars(demos: list[TaggingExample], definition: str) -> list[dict[str, Any]]:
+    """The single LLM's demonstrations (a demonstration of another concept shows its definition)."""
+    out = []
+    for d in demos:
+        row = {"question": d.question, "label": d.label, "rationale": d.rationale}
+        if d.definition != definition:
+            row["definition"] = d.definition
+        out.append(row)
+    return out
 
-    async def worker(example: TaggingExample, trace: SampleTrace) -> TeamVerdict:
-        verdict = await team.tag(example, trace)
-        trace.add_result("team", "aggregate", result=verdict, ok=verdict.failures == 0, label=example.label)
+
+def team_prediction(verdict: TeamVerdict | None) -> int | None:
+    return int(verdict.verdict) if verdict is not None and verdict.answered else None
+
+
+def team_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, planner_examples) -> System:
+    """The multi-agent team on both splits; its aggregate verdict is traced as a non-LLM step."""
+    team = TaggingTeam(runtime.for_role, cfg.team, demos, mode=cfg.output_mode, planner_examples=planner_examples)
+
+    async def worker(sample: Sample, trace: SampleTrace) -> TeamVerdict:
+        verdict = await team.tag(sample.example, trace)
+        trace.add_result(
+            "team",
+            "aggregate",
+            result=verdict,
+            ok=verdict.failures == 0,
+            label=sample.example.label,
+            split=sample.split,
+            answered=verdict.answered,
+        )
         return verdict
 
-    return System(
+    system = System(
         "team",
         worker,
-        prediction=lambda v: int(v.verdict) if v is not None else 0,
+        prediction=team_prediction,
         failed_subtasks=lambda v: v.failures if v is not None else 1,
     )
+    system.team = team  # the plan truncation counts are read after the run
+    return system
 
 
-def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, shown) -> System:
-    """The few-shot single-LLM baseline (None for a reply that never parsed)."""
+def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, planner_examples) -> System:
+    """The few-shot single-LLM baseline on the evaluation split (None for a reply that never parsed)."""
     agent = make_single_llm(max_attempts=cfg.team.max_attempts, retry_temperature=cfg.team.retry_temperature)
     llm = runtime.for_role(agent.role)
 
-    async def worker(example: TaggingExample, trace: SampleTrace) -> bool | None:
-        demos = _demo_vars(shown.get(example.concept, []))
+    async def worker(sample: Sample, trace: SampleTrace) -> bool | None:
+        if sample.split != "evaluation":
+            return SKIPPED
+        example = sample.example
         vars = {
             "definition": example.definition,
             "question": example.question,
-            "demonstrations": demos,
+            "demonstrations": demo_vars(demos.for_example(example), example.definition),
             "language": example.language,
         }
         record = await agent.run(llm, vars, tag="tag", mode=cfg.output_mode)
@@ -74,18 +121,21 @@ def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, shown) -> System:
     return System(
         "single_llm",
         worker,
-        prediction=lambda v: int(v) if v is not None else 0,
+        prediction=lambda v: None if v is None or v is SKIPPED else int(v),
         failed_subtasks=lambda v: int(v is None),
     )
 
 
-def _system_metrics(evaluation, preds, *, usage: dict[str, Any] | None = None, failed: int = 0, report=None):
+def _system_metrics(cfg: TaggingConfig, evaluation, preds, *, questions: int, usage=None, failed=0, report=None):
     labels = [e.label for e in evaluation]
-    n = max(1, len(evaluation))
+    n = max(1, questions)
     total = (usage or {}).get("total", {})
     metrics = {
-        "overall": binary_metrics(labels, preds),
-        "per_knowledge": metrics_by_group([e.knowledge_id for e in evaluation], labels, preds),
+        "overall": scored_metrics(labels, preds, failure_outcome=cfg.failure_outcome),
+        "per_knowledge": scored_metrics_by_group(
+            [e.knowledge_id for e in evaluation], labels, preds, failure_outcome=cfg.failure_outcome
+        ),
+        "questions_run": questions,
         "llm_calls_per_question": total.get("calls", 0) / n,
         "tokens_per_question": (total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)) / n,
         "failed_subtasks": failed,
@@ -96,18 +146,20 @@ def _system_metrics(evaluation, preds, *, usage: dict[str, Any] | None = None, f
     return metrics
 
 
-def baseline_predictions(cfg: TaggingConfig, root: Path, embed, evaluation, pool_rows) -> dict[str, list[int]]:
-    """Predictions of the non-LLM systems (embedding similarity, PLM fine-tuning), in ``cfg.systems`` order."""
+def baseline_predictions(cfg: TaggingConfig, root: Path, embed, evaluation, generation):
+    """Predictions and details (threshold and its source; chosen learning rate and sweep) of the
+    non-LLM systems, trained on the generation split, in ``cfg.systems`` order."""
     out: dict[str, list[int]] = {}
+    details: dict[str, dict[str, Any]] = {}
     for system in cfg.systems:
         if system == "embedding":
-            preds, _, threshold = embedding_baseline.predict(cfg.embedding, embed, evaluation, pool_rows)
-            log.info("embedding baseline: threshold %s", threshold)
-            out[system] = preds
+            preds, _, info = embedding_baseline.predict(cfg.embedding, embed, evaluation, generation)
+            log.info("embedding baseline: threshold %s (%s)", info["threshold"], info["source"])
+            out[system], details[system] = preds, {"threshold": info["threshold"], "threshold_source": info["source"]}
         elif system == "plm":
             plm_cfg = cfg.plm.model_copy(update={"model": str(root / cfg.plm.model)})
-            out[system], _ = plm_baseline.train_and_predict(plm_cfg, pool_rows, evaluation)
-    return out
+            out[system], _, details[system] = plm_baseline.train_and_predict(plm_cfg, generation, evaluation)
+    return out, details
 
 
 async def generate_tagging_async(cfg: TaggingConfig, root: Path | str = ".", runtime: LLMRuntime | None = None):
@@ -122,87 +174,142 @@ async def generate_tagging_async(cfg: TaggingConfig, root: Path | str = ".", run
             await runtime.close()
 
 
+def _embedders(cfg: TaggingConfig, root: Path):
+    """(baseline embedder, demonstration embedder): each loaded only when needed, once per folder."""
+    loaded: dict[str, Any] = {}
+
+    def load(model: str):
+        if model not in loaded:
+            loaded[model] = embedding_baseline.load_embedder(root / model, cfg.embedding.batch_size)
+        return loaded[model]
+
+    baseline = load(cfg.embedding.model) if "embedding" in cfg.systems else None
+    demos = load(cfg.demos.embedding_model) if cfg.demos.strategy == "nearest" else None
+    return baseline, demos
+
+
 async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
     llm_systems = [s for s in cfg.systems if s in LLM_SYSTEMS]
     if llm_systems:
         await preflight(runtime)
     examples = read_examples(cfg.data, root)
-    needs_embedder = "embedding" in cfg.systems or cfg.demos.strategy == "nearest"
-    embed = (
-        embedding_baseline.load_embedder(root / cfg.embedding.model, cfg.embedding.batch_size)
-        if needs_embedder
-        else None
+    split = split_examples(examples, cfg.split)
+    evaluation = limit_examples(split.evaluation, cfg.data.limit, cfg.data.seed)
+    generation_run = (
+        limit_examples(split.generation, cfg.split.generation_limit, cfg.split.seed) if "team" in llm_systems else []
     )
-    shown, evaluation, pools = split_demonstrations(examples, cfg.demos, embed)
-    evaluation = limit_examples(evaluation, cfg.data.limit, cfg.data.seed)
-    pool_rows = [e for pool in pools.values() for e in pool]
+    embed, demo_embed = _embedders(cfg, root)
+    demos = build_demonstrations(split.generation, cfg.demos, root=root, embed=demo_embed)
+    planner_examples = PlannerExamples(k=2, strategy=cfg.demos.strategy, seed=cfg.demos.seed, embed=demo_embed)
     log.info(
-        "tagging: %d pairs read, %d held out as demonstrations, %d evaluated",
+        "tagging: %d pairs read; split by %s: %d generation (%d run by the team for SFT), %d evaluation (%d evaluated)",
         len(examples),
-        len(pool_rows),
+        cfg.split.by,
+        len(split.generation),
+        len(generation_run),
+        len(split.evaluation),
         len(evaluation),
     )
     outputs = GenerationOutputs(
         generated_dir=str(root / cfg.outputs.generated_dir), reports_dir=str(root / cfg.outputs.reports_dir)
     )
-    fixed = baseline_predictions(cfg, root, embed, evaluation, pool_rows) if evaluation else {}
+    write_json_atomic(Path(outputs.generated_dir) / "split.json", split.record())
+    fixed, details = baseline_predictions(cfg, root, embed, evaluation, split.generation)
+    samples = [Sample(e, "evaluation") for e in evaluation] + [Sample(e, "generation") for e in generation_run]
+    padded = {name: list(values) + [None] * len(generation_run) for name, values in fixed.items()}
     makers = {"team": team_system, "single_llm": single_llm_system}
-    systems = [makers[name](runtime, cfg, shown) for name in llm_systems]
+    systems = [makers[name](runtime, cfg, demos, planner_examples) for name in llm_systems]
     teacher = runtime.spec_for("semantic_judge").model if "team" in llm_systems else ""
 
-    def prediction_row(e: TaggingExample, preds: dict[str, Any]) -> dict[str, Any]:
+    def prediction_row(sample: Sample, preds: dict[str, Any]) -> dict[str, Any]:
+        e = sample.example
+        if sample.split != "evaluation":
+            preds = {name: value for name, value in preds.items() if name == "team"}
         return {
             "id": e.id,
             "knowledge_id": e.knowledge_id,
             "language": e.language,
             "label": e.label,
+            "split": sample.split,
             "predictions": preds,
         }
 
-    def sft(e: TaggingExample, results: dict[str, Any]) -> list[dict[str, Any]]:
-        row = sft_row_for(e, results.get("team"), require_no_failures=cfg.sft.require_no_failures, model=teacher)
+    def sft(sample: Sample, results: dict[str, Any]) -> list[dict[str, Any]]:
+        if sample.split != "generation":
+            return []
+        row = sft_row_for(
+            sample.example,
+            results.get("team"),
+            require_no_failures=cfg.sft.require_no_failures,
+            model=teacher,
+            split=sample.split,
+            split_by=cfg.split.by,
+        )
         return [row] if row is not None else []
 
     report = await run_systems(
-        evaluation,
+        samples,
         systems,
         accounting=runtime.accounting,
         outputs=outputs,
-        sample_id=lambda e: e.id,
+        sample_id=lambda s: s.id,
         prediction_row=prediction_row,
         exports={"sft.jsonl": sft},
-        fixed_predictions=fixed,
+        fixed_predictions=padded,
         order=cfg.systems,
         concurrency=cfg.concurrency,
         max_failed_share=cfg.max_failed_share,
         progress=cfg.progress,
         desc="tagging",
     )
-    return _write_reports(cfg, Path(outputs.reports_dir), examples, pool_rows, evaluation, fixed, report)
+    team = next((s.team for s in systems if s.name == "team"), None)
+    extra = {name: dict(info) for name, info in details.items()}
+    if team is not None:
+        extra["team"] = {"plan_truncation": team.truncation()}
+    context = {"examples": examples, "split": split, "evaluation": evaluation, "generation_run": generation_run}
+    return _write_reports(cfg, runtime, Path(outputs.reports_dir), context, fixed, report, extra)
 
 
-def _write_reports(cfg, reports_dir: Path, examples, pool_rows, evaluation, fixed, report: HarnessReport):
+def _write_reports(cfg, runtime, reports_dir: Path, context, fixed, report: HarnessReport, extra):
+    evaluation, split = context["evaluation"], context["split"]
+    n_eval, n_gen = len(evaluation), len(context["generation_run"])
     metrics_by_system = {}
     for name in cfg.systems:
         if name in report.systems:
             system = report.systems[name]
             metrics_by_system[name] = _system_metrics(
-                evaluation, system.predictions, usage=system.usage, failed=system.failed_subtasks, report=system
+                cfg,
+                evaluation,
+                system.predictions[:n_eval],
+                questions=n_eval + (n_gen if name == "team" else 0),
+                usage=system.usage,
+                failed=system.failed_subtasks,
+                report=system,
             )
         else:
-            metrics_by_system[name] = _system_metrics(evaluation, fixed[name])
+            metrics_by_system[name] = _system_metrics(cfg, evaluation, fixed[name], questions=n_eval)
+        metrics_by_system[name].update(extra.get(name, {}))
+    names = backbones(cfg, runtime)
+    for name, m in metrics_by_system.items():
+        m["backbone"] = names.get(name, "")
+    record = split.record()
     metrics = {
-        "n_pairs": len(examples),
-        "n_demonstration_pool": len(pool_rows),
-        "n_evaluated": len(evaluation),
+        "n_pairs": len(context["examples"]),
+        "split": {k: v for k, v in record.items() if k != "ids"},
+        "n_demonstration_pool": len(split.generation),
+        "n_evaluated": n_eval,
+        "n_generation_run": n_gen,
         "sft_rows": report.written.get("sft.jsonl", 0),
         "output_mode": cfg.output_mode,
+        "failure_outcome": cfg.failure_outcome,
         "failed_samples": report.failed_samples,
         "systems": metrics_by_system,
     }
     note = (
-        f"{len(evaluation)} evaluated pairs from `{cfg.data.path}` ({len(pool_rows)} held out as "
-        f"demonstrations). Scores in %. Default offline models are tiny; see README for real runs."
+        f"{n_eval} evaluated pairs (evaluation split) from `{cfg.data.path}`; the split by {cfg.split.by} "
+        f"keeps {len(split.generation)} generation pairs (demonstrations, baseline training, and "
+        f"{n_gen} run by the team for SFT rows). Scores in %; failed samples count as "
+        f"{ {'wrong': 'wrong', 'no': 'No', 'omit': 'left out'}[cfg.failure_outcome] }; coverage = answered / evaluated."
     )
     write_table(reports_dir / "table.md", metrics_by_system, title="Knowledge tagging (Table 4 layout)", note=note)
     write_plot(reports_dir / "metrics.png", metrics_by_system)

@@ -1,9 +1,13 @@
-"""SFT rows from the team's right verdicts: (definition + question) -> the team's reasoned verdict.
+"""SFT rows from the team's right verdicts on the *generation* split: (definition + question) ->
+the team's reasoned verdict.
 
-The prompt is the single-LLM tagger's template without demonstrations, so the distilled model is
-evaluated as the ``single_llm`` system (in text mode: the rows are the same whichever output mode
-the team ran in); the target walks through the sub-constraints (judge reasoning, or the numbers
-and the checking program) and ends with ``<Yes>``/``<No>``.
+Rows come only from generation-split pairs (``tagging.split``); the evaluation split is held out,
+so a model distilled from these rows is scored as the ``single_llm`` system on the evaluation
+split only (never on the pairs it was trained on). ``meta.split`` says where a row came from and
+``split.json`` beside the outputs lists both splits' ids. The prompt is the single-LLM tagger's
+template without demonstrations (in text mode: the rows are the same whichever output mode the
+team ran in); the target walks through the sub-constraints (judge reasoning, or the numbers and
+the checking program) and ends with ``<Yes>``/``<No>``.
 Row format (shared): ``{"id", "source": "tagging", "messages": [...], "meta": {...}}``.
 """
 
@@ -33,9 +37,12 @@ def sft_row_for(
     *,
     require_no_failures: bool = True,
     model: str = "",
+    split: str = "generation",
+    split_by: str = "row",
 ) -> dict[str, Any] | None:
-    """The row of one example whose team verdict equals its label (and had no failure, if asked), else None."""
-    if result is None or int(result.verdict) != example.label:
+    """The row of one example whose team verdict was answered and equals its label (and had no
+    failure, if asked), else None."""
+    if result is None or not result.answered or int(result.verdict) != example.label:
         return None
     if require_no_failures and result.failures:
         return None
@@ -50,5 +57,7 @@ def sft_row_for(
         "constraints": len(result.constraints),
         "failures": result.failures,
         "teacher": model,
+        "split": split,
+        "split_by": split_by,
     }
     return sft_row(messages, source="tagging", sample_id=example.id, meta=meta)

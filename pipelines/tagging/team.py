@@ -7,8 +7,14 @@
 
 The planner and the solver run concurrently; judges of different sub-constraints run
 concurrently. The plan depends on the definition alone, so it is made once per (definition,
-language) and shared by every question of that concept. A failed sub-task (a reply that never
-parsed, an LLM error, a sandbox error or timeout, a program printing no boolean) is counted,
+language) and shared by every question of that concept; a plan call that fails with an LLM error
+is tried again up to ``plan_attempts`` times and never shared, so the next question tries anew.
+The semantic judge's demonstrations carry labels of the semantic part only: a positive row is a
+Yes, a negative row is shown only when its ``semantic_label`` is known (a negative may fail only a
+numerical requirement). A verdict is *unanswered* (``TeamVerdict.answered`` False) when it hangs
+on a failed sub-task: no judged sub-constraint says No and a failed one was set to No.
+A failed sub-task (a reply that never parsed, an LLM error, a sandbox error or timeout, a
+program printing no boolean) is counted,
 traced and settled by ``failure_policy``: ``no`` (the sub-constraint fails) or ``semantic``
 (a failed numerical check is re-judged by the semantic judge; if that fails too, No).
 A failed plan falls back to the whole definition as one semantic sub-constraint; a failed
@@ -34,7 +40,7 @@ from pipelines.tagging.agents.numerical_judge import (
     make_arg_extractor,
     make_program_writer,
 )
-from pipelines.tagging.agents.planner import Plan, SubConstraint, make_planner
+from pipelines.tagging.agents.planner import Plan, PlannerExamples, SubConstraint, make_planner
 from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.solver import make_solver
 from pipelines.tagging.data import TaggingExample
@@ -63,6 +69,7 @@ class TeamConfig(StrictModel):
     max_attempts: int = Field(2, ge=1)
     retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
     max_constraints: int = Field(5, ge=1)
+    plan_attempts: int = Field(2, ge=1)
     max_tokens: dict[AgentName, int] = {}
     sampling: dict[AgentName, AgentSampling] = {}
     semantic_demonstrations: bool = True
@@ -96,6 +103,13 @@ class TeamVerdict:
     constraints: list[ConstraintOutcome] = field(default_factory=list)
     failures: int = 0
     solution: str = ""
+    truncated: int = 0
+
+    @property
+    def answered(self) -> bool:
+        """False when the verdict hangs on a failed sub-task (see the module docstring)."""
+        failed = [c for c in self.constraints if c.settled_by == "policy:no"]
+        return not failed or any(not c.verdict for c in self.constraints if c.settled_by != "policy:no")
 
 
 def agent_options(cfg: TeamConfig, agent: str) -> dict[str, Any]:
@@ -106,6 +120,22 @@ def agent_options(cfg: TeamConfig, agent: str) -> dict[str, Any]:
     return {"max_attempts": cfg.max_attempts, "retry_temperature": cfg.retry_temperature, **sampling}
 
 
+def semantic_demonstrations(demos: list[TaggingExample], definition: str) -> list[dict[str, Any]]:
+    """Template variables of the semantic judge's demonstrations: the semantic label only (a
+    positive row is Yes; a negative one only with a known ``semantic_label``); a demonstration
+    from another concept shows its own definition."""
+    out = []
+    for d in demos:
+        label = 1 if d.label == 1 else d.semantic_label
+        if label is None:
+            continue
+        shown = {"question": d.question, "label": label}
+        if d.definition != definition:
+            shown["definition"] = d.definition
+        out.append(shown)
+    return out
+
+
 class TaggingTeam:
     """Runs the team; ``llm_for(role)`` gives each role its LLM (``LLMRuntime.for_role``)."""
 
@@ -113,14 +143,16 @@ class TaggingTeam:
         self,
         llm_for: Callable[[str], Any],
         cfg: TeamConfig,
-        demonstrations: dict[tuple[str, str], list[TaggingExample]] | None = None,
+        demonstrations: Any = None,
         sandbox: Callable[..., Any] = run_python,
         *,
         mode: Literal["text", "json"] = "text",
+        planner_examples: PlannerExamples | None = None,
     ):
         self.cfg = cfg
+        self.planner_examples = planner_examples or PlannerExamples()
         self.mode = mode
-        self.demonstrations = demonstrations or {}
+        self.demonstrations = demonstrations  # {concept: [rows]} or an object with for_example(example)
         self.sandbox = sandbox
         self.planner = make_planner(cfg.max_constraints, **agent_options(cfg, "planner"))
         self.solver = make_solver(**agent_options(cfg, "solver"))
@@ -129,7 +161,8 @@ class TaggingTeam:
         self.program_writer = make_program_writer(**agent_options(cfg, "program_writer"))
         self._llms: dict[str, Any] = {}
         self._llm_for = llm_for
-        self._plans: dict[tuple[str, str], asyncio.Task] = {}
+        self._plans: dict[tuple[str, str], asyncio.Future] = {}
+        self.plan_truncations: dict[tuple[str, str], int] = {}
         self._sandbox_slots: asyncio.Semaphore | None = None
 
     def llm(self, role: str) -> Any:
@@ -137,18 +170,46 @@ class TaggingTeam:
             self._llms[role] = self._llm_for(role)
         return self._llms[role]
 
+    def demonstrations_for(self, example: TaggingExample) -> list[TaggingExample]:
+        if self.demonstrations is None:
+            return []
+        if isinstance(self.demonstrations, dict):
+            return list(self.demonstrations.get(example.concept, []))
+        return self.demonstrations.for_example(example)
+
+    async def _make_plan(self, vars: dict[str, Any]):
+        """The planner's record, retried up to ``plan_attempts`` times on an LLM error."""
+        for _ in range(self.cfg.plan_attempts):
+            record = await self.planner.run(self.llm(self.planner.role), vars, tag="plan", mode=self.mode)
+            if record.error_kind != "llm":
+                break
+        return record
+
     async def _plan(self, example: TaggingExample, trace: SampleTrace) -> tuple[Plan, int]:
         key = (example.definition, example.language)
         first = key not in self._plans
         if first:
-            vars = {"definition": example.definition, "language": example.language}
-            call = self.planner.run(self.llm(self.planner.role), vars, tag="plan", mode=self.mode)
-            self._plans[key] = asyncio.ensure_future(call)
-        record = await asyncio.shield(self._plans[key])
+            examples = self.planner_examples.for_definition(example.definition, example.language)
+            vars = {"definition": example.definition, "language": example.language, "examples": examples}
+            self._plans[key] = asyncio.ensure_future(self._make_plan(vars))
+        task = self._plans[key]
+        record = await asyncio.shield(task)
+        if record.error_kind == "llm" and self._plans.get(key) is task:
+            del self._plans[key]  # never share an error: the next question of the concept asks again
         trace.add(record, shared=not first)
         if record.ok:
+            self.plan_truncations[key] = record.parsed.truncated
             return record.parsed, 0
         return Plan([SubConstraint("semantic", WHOLE_DEFINITION.get(example.language, WHOLE_DEFINITION["en"]))]), 1
+
+    def truncation(self) -> dict[str, int]:
+        """``{"plans", "truncated_plans", "dropped_sub_constraints"}`` over the plans made so far."""
+        counts = list(self.plan_truncations.values())
+        return {
+            "plans": len(counts),
+            "truncated_plans": sum(c > 0 for c in counts),
+            "dropped_sub_constraints": sum(counts),
+        }
 
     async def tag(self, example: TaggingExample, trace: SampleTrace) -> TeamVerdict:
         """The team's verdict on one pair; every agent's record goes to ``trace``."""
@@ -165,7 +226,7 @@ class TaggingTeam:
             *(self._judge(example, solution, i, c, trace) for i, c in enumerate(plan.constraints))
         )
         failures = plan_failed + (not solved.ok) + sum(o.error is not None for o in outcomes)
-        return TeamVerdict(all(o.verdict for o in outcomes), list(outcomes), failures, solution)
+        return TeamVerdict(all(o.verdict for o in outcomes), list(outcomes), failures, solution, plan.truncated)
 
     async def _judge(
         self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
@@ -183,13 +244,13 @@ class TaggingTeam:
     async def _semantic(
         self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
     ) -> ConstraintOutcome:
-        demos = self.demonstrations.get(example.concept, []) if self.cfg.semantic_demonstrations else []
+        demos = self.demonstrations_for(example) if self.cfg.semantic_demonstrations else []
         vars = {
             "definition": example.definition,
             "question": example.question,
             "solution": solution,
             "constraint": constraint.text,
-            "demonstrations": [{"question": d.question, "label": d.label} for d in demos],
+            "demonstrations": semantic_demonstrations(demos, example.definition),
             "language": example.language,
         }
         record = await self.semantic_judge.run(

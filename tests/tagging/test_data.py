@@ -1,24 +1,20 @@
 """Readers, the demo set's labels (re-checked from the numbers), and the demonstration split."""
 
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from pipelines.tagging.data import (
-    DemoConfig,
-    FieldMap,
-    TaggingDataConfig,
-    limit_examples,
-    read_examples,
-    split_demonstrations,
-)
+from pipelines.tagging.data import FieldMap, TaggingDataConfig, limit_examples, read_examples
+from pipelines.tagging.split import DemoConfig, SplitConfig, build_demonstrations, split_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "tagging" / "demo.jsonl"
-SHARED_CSV = ROOT.parent / "shared" / "data" / "tagging" / "mathfish_few_shot_entailment.csv"
+SHARED = Path(os.environ.get("EDUMAS_SHARED_DIR") or ROOT.parent / "shared")  # ../shared (override for worktrees)
+SHARED_CSV = SHARED / "data" / "tagging" / "mathfish_few_shot_entailment.csv"
 
 
 def truth(kid, m):
@@ -99,19 +95,18 @@ def test_shared_mathfish_csv_reads_by_params_alone():
     assert rows[0].definition.startswith("Prove the addition and subtraction formulas")
 
 
-def test_demonstrations_are_never_evaluated_and_are_seeded():
+def test_demonstrations_come_from_the_generation_split_and_are_seeded():
     rows = read_examples(TaggingDataConfig(), ROOT)
-    shown, evaluation, pools = split_demonstrations(rows, DemoConfig(pool_per_concept=3, k=2, seed=1))
-    held = {e.id for pool in pools.values() for e in pool}
-    assert len(held) == 36 and not held & {e.id for e in evaluation}
-    assert len(evaluation) == 72
-    for concept, demos in shown.items():
-        assert len(demos) == 2 and {d.label for d in demos} == {0, 1}
-        assert all(d.concept == concept for d in demos)
-    again, _, _ = split_demonstrations(rows, DemoConfig(pool_per_concept=3, k=2, seed=1))
-    assert {c: [d.id for d in v] for c, v in shown.items()} == {c: [d.id for d in v] for c, v in again.items()}
-    other, _, _ = split_demonstrations(rows, DemoConfig(pool_per_concept=3, k=2, seed=2))
-    assert {c: [d.id for d in v] for c, v in shown.items()} != {c: [d.id for d in v] for c, v in other.items()}
+    split = split_examples(rows, SplitConfig())
+    evaluated = {e.id for e in split.evaluation}
+    demos = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=1))
+    shown = {e.concept: [d.id for d in demos.for_example(e)] for e in split.evaluation}
+    assert not {d for ids in shown.values() for d in ids} & evaluated
+    again = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=1))
+    assert shown == {e.concept: [d.id for d in again.for_example(e)] for e in split.evaluation}
+    other = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=2))
+    assert shown != {e.concept: [d.id for d in other.for_example(e)] for e in split.evaluation}
+    evaluation = split.evaluation
     picked = limit_examples(evaluation, 12, seed=0)
     assert len(picked) == 12 and len({e.knowledge_id for e in picked}) == 6
     six = limit_examples(evaluation, 6, seed=0)
@@ -121,13 +116,15 @@ def test_demonstrations_are_never_evaluated_and_are_seeded():
 
 def test_nearest_strategy_ranks_by_embedding():
     rows = read_examples(TaggingDataConfig(), ROOT)
+    split = split_examples(rows, SplitConfig())
 
     def embed(texts):  # definition first; questions scored by their length (a stand-in embedding)
         import numpy as np
 
         return np.array([[1.0, 0.0]] + [[1.0, len(t) / 100] for t in texts[1:]])
 
-    shown, _, pools = split_demonstrations(rows, DemoConfig(strategy="nearest", pool_per_concept=4, k=2), embed)
-    for concept, demos in shown.items():
-        positives = sorted((p for p in pools[concept] if p.label == 1), key=lambda p: len(p.question))
-        assert demos[0] is positives[0]  # the closest (shortest) positive comes first
+    demos = build_demonstrations(split.generation, DemoConfig(strategy="nearest", pool_per_concept=4, k=2), embed=embed)
+    for example in split.evaluation:
+        shown = demos.for_example(example)
+        positives = sorted((p for p in demos.pools[example.concept] if p.label == 1), key=lambda p: len(p.question))
+        assert shown[0] is positives[0]  # the closest (shortest) positive comes first

@@ -46,3 +46,39 @@ def test_per_group_metrics_equal_sklearn_on_each_group():
 def test_length_mismatch_raises():
     with pytest.raises(ValueError, match="3 labels but 2 predictions"):
         binary_metrics([1, 0, 1], [1, 0])
+
+
+# issue 11, defect 6: a failed sample (None) is its own outcome, scored by policy, with coverage
+LABELS = [1, 1, 0, 0, 1, 0]
+PREDS = [1, None, None, 0, 1, 1]  # two failures: one on a positive, one on a negative
+
+
+def test_failures_count_as_wrong_by_default_and_coverage_is_reported():
+    from pipelines.tagging.metrics import scored_metrics
+
+    m = scored_metrics(LABELS, PREDS)
+    assert m["coverage"] == pytest.approx(4 / 6) and m["answered"] == 4 and m["failed"] == 2
+    assert m["failure_outcome"] == "wrong" and m["n"] == 6
+    # wrong: the failed positive is a false negative, the failed negative a false positive
+    assert m["confusion"] == {"tp": 2, "fp": 2, "tn": 1, "fn": 1}
+    assert m["accuracy"] == pytest.approx(3 / 6) and m["precision"] == pytest.approx(2 / 4)
+
+
+def test_failures_count_as_no_or_are_left_out_when_asked():
+    from pipelines.tagging.metrics import scored_metrics
+
+    as_no = scored_metrics(LABELS, PREDS, failure_outcome="no")
+    assert as_no["confusion"] == {"tp": 2, "fp": 1, "tn": 2, "fn": 1} and as_no["precision"] == pytest.approx(2 / 3)
+    left_out = scored_metrics(LABELS, PREDS, failure_outcome="omit")
+    assert left_out["n"] == 4 and left_out["confusion"] == {"tp": 2, "fp": 1, "tn": 1, "fn": 0}
+    assert left_out["coverage"] == pytest.approx(4 / 6)
+    with pytest.raises(ValueError, match="failure_outcome"):
+        scored_metrics(LABELS, PREDS, failure_outcome="maybe")
+
+
+def test_grouped_scored_metrics_apply_the_policy_per_group():
+    from pipelines.tagging.metrics import scored_metrics_by_group
+
+    per = scored_metrics_by_group(["a", "a", "b", "b", "a", "b"], LABELS, PREDS)
+    assert per["a"]["coverage"] == pytest.approx(2 / 3) and per["a"]["confusion"]["fn"] == 1
+    assert per["b"]["confusion"]["fp"] == 2

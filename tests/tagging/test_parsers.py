@@ -1,5 +1,7 @@
 """Every tagging parser on clean, noisy, empty and garbage replies."""
 
+from fractions import Fraction
+
 import pytest
 
 from pipelines.agents import ParseError
@@ -104,6 +106,85 @@ def test_argument_names_never_shadow_builtins():
     assert identifier("max") == "max_" and identifier("sum") == "sum_" and identifier("unit price") == "unit_price"
 
 
+# issue 11, defect 2: only typed lines are sub-constraints; truncation is counted
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "Numerical constraints:",
+        "Semantically, the question should be about products.",
+        "**Semantic sub-constraints**",
+        "Numerical:",
+        "数值约束：",
+    ],
+)
+def test_plan_headings_are_not_sub_constraints(heading):
+    reply = f"{heading}\n<semantic> Does the question ask for a product?\n<numerical> Is the first factor below 100?"
+    plan = parse_plan(reply, max_constraints=2)
+    assert [c.text for c in plan.constraints] == [
+        "Does the question ask for a product?",
+        "Is the first factor below 100?",
+    ]
+    assert plan.truncated == 0
+
+
+def test_plan_truncation_is_counted():
+    many = "\n".join(f"<semantic> Does it satisfy condition {i}?" for i in range(9))
+    plan = parse_plan(many, max_constraints=4)
+    assert len(plan.constraints) == 4 and plan.truncated == 5
+    assert parse_plan("Semantic: Does it ask for a sum?\n- numerical - Is the sum below 20?").truncated == 0
+
+
+# issue 11, defect 3: numbers reach the program as written
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ('"1/2"', Fraction(1, 2)),
+        ('"-3/4"', Fraction(-3, 4)),
+        ('"1 1/2"', Fraction(3, 2)),
+        ('"0.75"', 0.75),
+        ("0.75", 0.75),
+        ('"25%"', Fraction(1, 4)),
+        ('"12.5%"', Fraction(1, 8)),
+        ('"4, 7, 9"', [4, 7, 9]),
+        ('"4,7,9"', [4, 7, 9]),
+        ('"1,250 yuan"', 1250),
+        ('"1,250, 3,000"', [1250, 3000]),
+        ("-3", -3),
+        ('"-3"', -3),
+        ('"−3"', -3),
+        ('[[1, 2], [3, "1/3"]]', [[1, 2], [3, Fraction(1, 3)]]),
+        ('["1/2", "2/3"]', [Fraction(1, 2), Fraction(2, 3)]),
+        ("12", 12),
+    ],
+)
+def test_argument_values_keep_their_exact_value(value, expected):
+    parsed = parse_args('{"x": ' + value + "}").values["x"]
+    assert parsed == expected and type(parsed) is type(expected)
+    if isinstance(expected, list):
+        assert [type(v) for v in parsed] == [type(v) for v in expected]
+
+
+def test_argument_keys_never_collide_and_a_bad_key_keeps_the_rest():
+    values = parse_args('{"Unit price": 5, "unit_price": 7, "unit-price": 9}').values
+    assert values == {"unit_price": 5, "unit_price_2": 7, "unit_price_3": 9}
+    assert parse_args('{"价格": 5, "n": 2}').values == {"arg_1": 5, "n": 2}
+
+
+def test_fractions_reach_the_sandbox_program_exactly():
+    args = parse_args('{"half": "1/2", "xs": "4, 7, 9"}')
+    code = checking_program(args, Program("print(half + half == 1 and sum(xs) == 20)"))
+    assert code.startswith("from fractions import Fraction\n")
+    namespace = {}
+    exec(code.replace("print(", "result = ("), namespace)  # noqa: S102 -- our own test program
+    assert namespace["result"] is True and namespace["half"] == Fraction(1, 2)
+
+
+def test_json_mode_arguments_accept_fractions_and_lists_as_text():
+    agent = make_arg_extractor()
+    reply = '{"arguments": [{"name": "half", "value": "1/2"}, {"name": "xs", "value": [4, "7"]}]}'
+    assert agent.parse(reply, "json").values == {"half": Fraction(1, 2), "xs": [4, 7]}
+
+
 # ---------------------------------------------------------------- json mode: the same results
 
 
@@ -148,7 +229,7 @@ def test_solution_judgment_args_program_json():
         '{"arguments": [{"name": "First factor", "value": 47}, {"name": "prices", "value": [1.5, 2]}]}', "json"
     )
     assert args.values == {"first_factor": 47, "prices": [1.5, 2]}
-    with pytest.raises(ParseError, match="arguments"):
+    with pytest.raises(ParseError, match="no numerical argument"):  # text values are read like text replies
         make_arg_extractor().parse('{"arguments": [{"name": "x", "value": "many"}]}', "json")
     program = make_program_writer().parse('{"code": "print(10 <= first <= 99)"}', "json")
     assert program.code == "print(10 <= first <= 99)"

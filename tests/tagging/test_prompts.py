@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.tagging.agents.numerical_judge import make_arg_extractor, make_program_writer
-from pipelines.tagging.agents.planner import make_planner
+from pipelines.tagging.agents.planner import PlannerExamples, make_planner
 from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.single_llm import make_single_llm
 from pipelines.tagging.agents.solver import make_solver
@@ -46,18 +46,30 @@ TEXT = {
 }
 
 
+OTHER_CONCEPT = {  # a demonstration of another concept (few rows per concept) shows its own definition
+    "en": [{"definition": "Addition within 100.", "question": "What is 40 + 7?", "label": 1, "rationale": None}],
+    "zh": [{"definition": "100 以内的加法。", "question": "40 + 7 等于多少？", "label": 1, "rationale": None}],
+}
+PLANNER_EXAMPLES = {lang: PlannerExamples(k=2, seed=0).for_definition("", lang) for lang in ("en", "zh")}
+
+
 def cases(lang):
     t = TEXT[lang]
     return {
-        "planner": (make_planner(), {"definition": t["definition"]}),
+        "planner": (make_planner(), {"definition": t["definition"], "examples": PLANNER_EXAMPLES[lang]}),
         "solver": (make_solver(), {"question": t["question"]}),
         "semantic_judge": (make_semantic_judge(), {**t, "demonstrations": DEMOS[lang]}),
         "semantic_judge_no_demos": (make_semantic_judge(), {**t, "demonstrations": []}),
+        "semantic_judge_other_concept": (make_semantic_judge(), {**t, "demonstrations": OTHER_CONCEPT[lang]}),
         "arg_extractor": (make_arg_extractor(), {k: t[k] for k in ("constraint", "question", "solution")}),
         "program_writer": (make_program_writer(), {"constraint": t["constraint"], "variables": "first_factor = 47"}),
         "single_llm": (
             make_single_llm(),
             {"definition": t["definition"], "question": t["question"], "demonstrations": DEMOS[lang]},
+        ),
+        "single_llm_other_concept": (
+            make_single_llm(),
+            {"definition": t["definition"], "question": t["question"], "demonstrations": OTHER_CONCEPT[lang]},
         ),
     }
 
@@ -118,6 +130,17 @@ def test_spot_checks_independent_of_golden():
         "Question: A box holds 47 pens. How many pens are in 6 boxes?\n"
         "Solution: 47 x 6 = 282. Final answer: 282\nSub-constraint: Is the first factor a two-digit number?"
     )
+    assert (
+        "\n\nExample definition: Addition within 100.\nExample question: What is 40 + 7?\nExample label: <Yes>\n"
+        in (r["semantic_judge_other_concept.en"][1]["content"])
+    )
+    assert (
+        "\n\nDefinition: Addition within 100.\nQuestion: What is 40 + 7?\nReasoning:"
+        in (r["single_llm_other_concept.en"][1]["content"])
+    )
+    assert (
+        "示例定义：100 以内的加法。\n示例题目：40 + 7 等于多少？" in r["semantic_judge_other_concept.zh"][1]["content"]
+    )
     assert r["sft_target.en"].endswith(
         "At least one sub-constraint fails, so the question does not test this knowledge.\n<No>"
     )
@@ -142,3 +165,28 @@ def test_system_text_is_shared_across_samples(lang):
         other = {k: (v + " changed" if isinstance(v, str) else v) for k, v in vars.items()}
         assert agent.render(lang, **vars)[0] == agent.render(lang, **other)[0], name
         assert agent.render(lang, output_mode="json", **vars)[0] == agent.render(lang, output_mode="json", **other)[0]
+
+
+# issue 11, defect 5: the planner shows two worked examples, chosen like the other demonstrations
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_planner_prompt_shows_two_examples_chosen_by_the_demonstration_strategy(lang):
+    from pipelines.tagging.agents.planner import PlannerExamples
+
+    examples = PlannerExamples(k=2, strategy="random", seed=0)
+    chosen = examples.for_definition(TEXT[lang]["definition"], lang)
+    assert len(chosen) == 2 and all(e.language == lang for e in chosen)
+    assert examples.for_definition("another definition", lang) == chosen  # same system prompt for all
+    system = make_planner().render(lang, definition=TEXT[lang]["definition"], examples=chosen)[0]["content"]
+    assert all(e.definition in system for e in chosen)
+    assert system.count("<semantic>") >= 3  # the format line and one per example at least
+    assert PlannerExamples(k=2, seed=5).for_definition("x", lang) != chosen or len(examples.by_language[lang]) == 2
+
+    def embed(texts):  # similarity = shared words with the first text (a stand-in embedding)
+        import numpy as np
+
+        vocab = sorted({w for t in texts for w in t.split()})
+        return np.array([[float(w in t.split()) for w in vocab] for t in texts])
+
+    nearest = PlannerExamples(k=2, strategy="nearest", embed=embed)
+    reciprocal = next(e for e in nearest.by_language[lang] if "1" not in e.definition and len(e.constraints) == 1)
+    assert nearest.for_definition(reciprocal.definition, lang)[0] is reciprocal

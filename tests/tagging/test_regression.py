@@ -1,6 +1,9 @@
-"""Tagging in ``text`` mode on scripted replies gives exactly the predictions, metrics and SFT
-rows that the code gave before the generation harness (``regression/expected.json``, recorded by
-``regression/record.py`` from that code). Metrics keys added since are allowed; every recorded
+"""Tagging in ``text`` mode on scripted replies gives exactly the recorded predictions, metrics and
+SFT rows (``regression/expected.json``, recorded by ``regression/record.py``). First recorded from
+the code before the generation harness (commit 7f5e3fd) and checked equal after the move; then
+re-recorded once for issue 11, which changes the outputs on purpose: a generation / evaluation
+split (SFT rows from the generation split only), failed samples as their own outcome with a
+coverage column, demonstrations from the generation split. Metrics keys added since are allowed; every recorded
 value must be equal (floats to 1e-12: scikit-learn computes F1 as 2tp / (2tp + fp + fn), which can
 differ from the old 2pr / (p + r) in the last bit)."""
 
@@ -43,4 +46,7 @@ def test_text_mode_outputs_equal_the_recorded_ones(tmp_path: Path):
     assert outputs["predictions"] == expected["predictions"]
     assert outputs["sft"] == expected["sft"]
     assert_recorded_values_equal(expected["metrics"], metrics)
-    assert expected["metrics"]["sft_rows"] == 9 and expected["metrics"]["systems"]["team"]["failed_subtasks"] == 4
+    assert expected["metrics"]["sft_rows"] == 13 and expected["metrics"]["systems"]["team"]["failed_subtasks"] == 12
+    single = expected["metrics"]["systems"]["single_llm"]["overall"]
+    assert single["coverage"] == 0.75 and single["failure_outcome"] == "wrong"  # 6 unparsed of 24, scored wrong
+    assert all(p["split"] in ("evaluation", "generation") for p in expected["predictions"])

@@ -23,6 +23,7 @@ def test_five_questions_complete_on_the_default_model(tmp_path, one_torch_thread
                 "languages": ["en"],
                 "knowledge_ids": ["mul_2d_by_1d"],
             },
+            "split": {"generation_limit": 0},  # evaluated pairs only: no SFT generation run
             "systems": ["team"],
             "output_mode": "text",
             "concurrency": 16,

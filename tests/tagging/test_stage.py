@@ -49,11 +49,14 @@ def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
     reports, generated = tmp_path / "reports/generate_tagging", tmp_path / "data/generated/tagging"
     metrics = json.loads((reports / "metrics.json").read_text())
     assert metrics["output_mode"] == "text" and metrics["failed_samples"] == 0
-    assert metrics["n_evaluated"] == 12 and metrics["n_demonstration_pool"] == 18
+    assert metrics["n_evaluated"] == 12 and metrics["n_demonstration_pool"] == 20
+    assert metrics["n_generation_run"] == 20 and metrics["split"]["by"] == "row"
+    assert metrics["split"]["counts"] == {"generation": 20, "evaluation": 40}
     team, single = metrics["systems"]["team"], metrics["systems"]["single_llm"]
     positives = team["overall"]["confusion"]["tp"] + team["overall"]["confusion"]["fn"]
     assert team["overall"]["recall"] == 1.0 and team["overall"]["confusion"]["fp"] == 12 - positives
     assert single["overall"]["confusion"] == {"tp": 0, "fp": 0, "tn": 12 - positives, "fn": positives}
+    assert team["overall"]["coverage"] == 1.0 and metrics["failure_outcome"] == "wrong"
     assert set(team["per_knowledge"]) == {
         "mul_2d_by_1d",
         "add_within_100",
@@ -62,39 +65,51 @@ def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
         "sub_with_regrouping",
         "div_with_remainder",
     }
-    # planner once per concept (6), then solver + semantic + extractor + writer per question
-    assert team["llm_calls_per_question"] == pytest.approx((6 + 4 * 12) / 12)
+    # planner once per concept (6), then solver + semantic + extractor + writer per question, on
+    # the 12 evaluated and the 20 generation pairs
+    assert team["questions_run"] == 32 and team["llm_calls_per_question"] == pytest.approx((6 + 4 * 32) / 32)
     assert single["llm_calls_per_question"] == 1.0 and team["tokens_per_question"] > single["tokens_per_question"]
-    assert team["failed_subtasks"] == 0
+    assert team["failed_subtasks"] == 0 and team["plan_truncation"]["plans"] == 6
 
     table = (reports / "table.md").read_text()
-    assert "| Multi-agent team | " in table and "| Single LLM (few-shot CoT) | 0.0 |" not in table
+    assert "| Method | Backbone | Accuracy | Precision | Recall | F1 | Coverage |" in table
+    assert "| **Multi-agent team** | scripted | " in table and "| Single LLM (few-shot CoT) | 0.0 |" not in table
+    assert table.index("Single LLM") < table.index("Multi-agent team")
     assert (reports / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     usage = json.loads((reports / "usage.json").read_text())
     assert usage["roles"]["planner"]["calls"] == 6 and usage["roles"]["single_llm"]["calls"] == 12
     assert usage["systems"]["team"]["planner"]["calls"] == 6 and "single_llm" not in usage["systems"]["team"]
     assert usage["systems"]["single_llm"]["total"]["calls"] == 12
-    assert usage["total"]["calls"] == 6 + 4 * 12 + 12
+    assert usage["total"]["calls"] == 6 + 4 * 32 + 12
     assert json.loads((reports / "failures.json").read_text())["failed_samples"] == 0
     assert team["unparseable"]["planner"] == {"replies": 6, "unparseable": 0}
 
     traces = [json.loads(line) for line in (generated / "traces.jsonl").read_text().splitlines()]
     assert {t["system"] for t in traces} == {"team", "single_llm"}
     writer = [t for t in traces if t["agent"] == "program_writer"]
-    assert len(writer) == 12 and all(t["sandbox"]["verdict"] is True for t in writer)
+    assert len(writer) == 32 and all(t["sandbox"]["verdict"] is True for t in writer)
     aggregate = [t for t in traces if t["agent"] == "team"]
-    assert len(aggregate) == 12 and all(t["parsed"]["verdict"] is True for t in aggregate)
+    assert len(aggregate) == 32 and all(t["parsed"]["verdict"] is True for t in aggregate)
 
+    # issue 11, defect 7: SFT rows come from the generation split only, recorded for the data card
+    split = json.loads((generated / "split.json").read_text())
+    evaluation_ids, generation_ids = set(split["ids"]["evaluation"]), set(split["ids"]["generation"])
+    assert len(evaluation_ids) == 40 and len(generation_ids) == 20 and not evaluation_ids & generation_ids
+    predictions = [json.loads(line) for line in (generated / "predictions.jsonl").read_text().splitlines()]
+    evaluated = [p for p in predictions if p["split"] == "evaluation"]
+    assert len(predictions) == 32 and len(evaluated) == 12 and {p["id"] for p in evaluated} <= evaluation_ids
+    assert set(evaluated[0]["predictions"]) == {"team", "single_llm"}
+    generation_rows = [p for p in predictions if p["split"] == "generation"]
+    assert all(set(p["predictions"]) == {"team"} for p in generation_rows)
     sft = [json.loads(line) for line in (generated / "sft.jsonl").read_text().splitlines()]
-    assert len(sft) == positives  # only right verdicts
+    assert len(sft) == sum(p["label"] for p in generation_rows)  # only right verdicts, generation split only
+    assert all(row["meta"]["split"] == "generation" for row in sft)
+    assert {row["id"].removeprefix("tagging-") for row in sft} <= generation_ids
     row = sft[0]
     assert row["source"] == "tagging" and row["id"].startswith("tagging-")
     assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
     assert row["messages"][-1]["content"].endswith("<Yes>") and row["meta"]["label"] == 1
     assert "Question:" in row["messages"][1]["content"] and "Reasoning:" in row["messages"][1]["content"]
-
-    predictions = [json.loads(line) for line in (generated / "predictions.jsonl").read_text().splitlines()]
-    assert len(predictions) == 12 and set(predictions[0]["predictions"]) == {"team", "single_llm"}
 
     # a rerun repeats no finished LLM call: every call comes from the request cache
     assert main(["--params", str(write_params(tmp_path))]) == 0
@@ -151,9 +166,11 @@ def test_json_mode_parses_every_reply_and_exports_sft(tmp_path, monkeypatch):
         "solver": 0,
     }
     assert metrics["systems"]["single_llm"]["unparseable"]["single_llm"] == {"replies": 12, "unparseable": 0}
-    positives = team["overall"]["confusion"]["tp"] + team["overall"]["confusion"]["fn"]
-    assert metrics["sft_rows"] == positives > 0
-    traces = [json.loads(line) for line in (tmp_path / "data/generated/tagging/traces.jsonl").read_text().splitlines()]
+    generated = tmp_path / "data/generated/tagging"
+    predictions = [json.loads(line) for line in (generated / "predictions.jsonl").read_text().splitlines()]
+    positives = sum(p["label"] for p in predictions if p["split"] == "generation")
+    assert metrics["sft_rows"] == positives > 0  # the team says Yes to every generation pair
+    traces = [json.loads(line) for line in (generated / "traces.jsonl").read_text().splitlines()]
     planner = next(t for t in traces if t["agent"] == "planner")
     assert planner["mode"] == "json" and '"maxItems": 5' in planner["prompt"][0]["content"]
 
@@ -164,11 +181,12 @@ def test_failed_calls_over_the_budget_exit_1_after_writing_traces(tmp_path, monk
     (tmp_path / "replies.jsonl").write_text(json.dumps(REPLIES[0]) + "\n")  # every other agent: LLMError
     assert main(["--params", str(params)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: tagging: 12 of 12 samples failed (100% > max_failed_share 20%)")
+    # 12 evaluated pairs and the 20 generation pairs the team runs on for SFT rows
+    assert err[-1].startswith("error: tagging: 32 of 32 samples failed (100% > max_failed_share 20%)")
     assert "scripted backend: no rule matches" in err[-1]
     reports = tmp_path / "reports/generate_tagging"
     summary = json.loads((reports / "failures.json").read_text())
-    assert summary["failed_samples"] == 12 and summary["systems"]["team"]["errors"]["llm"] > 0
+    assert summary["failed_samples"] == 32 and summary["systems"]["team"]["errors"]["llm"] > 0
     assert (tmp_path / "data/generated/tagging/traces.jsonl").stat().st_size > 0
     assert not (reports / "metrics.json").exists()  # no result for DVC to record
 
@@ -206,4 +224,30 @@ def test_missing_input_and_empty_evaluation_are_one_line_errors(tmp_path, monkey
     params = write_params(tmp_path)
     params.write_text(params.read_text().replace("languages: [en]", "knowledge_ids: [no_such_id]"))
     assert main(["--params", str(params)]) == 1
-    assert "error: tagging: no samples to run" in capsys.readouterr().err
+    assert "error: no tagging rows were read; check tagging.data.path and its filters" in capsys.readouterr().err
+    params = write_params(tmp_path)  # issue 11, defect 1: an empty evaluation split is a clear error
+    params.write_text(
+        params.read_text().replace(
+            "languages: [en], limit: 12}", "languages: [en], limit: 12}\n  split: {evaluation_share: 0.001}"
+        )
+    )
+    assert main(["--params", str(params)]) == 1
+    assert "the evaluation split is empty (60 rows" in capsys.readouterr().err
+
+
+def test_summary_line_names_coverage_and_the_failure_outcome():
+    from stages.generate_tagging import summary_line
+
+    overall = {"accuracy": 0.5, "f1": 0.25, "coverage": 0.75}
+    metrics = {
+        "n_evaluated": 4,
+        "output_mode": "json",
+        "failure_outcome": "wrong",
+        "systems": {"team": {"overall": overall}},
+        "sft_rows": 1,
+        "n_generation_run": 2,
+    }
+    assert summary_line(metrics) == (
+        "4 pairs evaluated (json mode, failures count as wrong); team: acc 0.500 F1 0.250 coverage 0.75; "
+        "1 SFT rows from 2 generation pairs"
+    )

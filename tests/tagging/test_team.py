@@ -141,3 +141,77 @@ def test_independent_agents_run_concurrently():
     assert overlap(span("task planner")[0], span("question solver")[0])
     first, second = span("numerical judge")[:2]  # the two arg extractions, one per sub-constraint
     assert overlap(first, second)
+
+
+# issue 11, defect 10: a transient planner error is retried and never shared as the plan
+def test_a_transient_planner_error_is_retried_and_not_cached():
+    from pipelines.llm.types import LLMError
+
+    failures = {"left": 1}
+
+    def plan(messages):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise LLMError("server busy (503)")
+        return "<semantic> Does the question ask for a product?\n<numerical> Is the first number a two-digit number?"
+
+    rules = team_rules()
+    rules[0] = (r"task planner", plan)
+    results, traces, _, _ = run_team([example(45, i) for i in range(3)], rules)
+    assert [r.failures for r in results] == [0, 0, 0]
+    assert all(len(r.constraints) == 2 for r in results)
+    assert not any(row.get("error_kind") == "llm" for t in traces for row in t.rows)
+
+
+def test_a_planner_that_keeps_failing_is_tried_again_by_the_next_question():
+    from pipelines.llm.types import LLMError
+
+    calls = {"n": 0}
+
+    def plan(messages):
+        calls["n"] += 1
+        if calls["n"] <= 2:  # both tries of the first question fail
+            raise LLMError("server down")
+        return "<semantic> Does the question ask for a product?"
+
+    rules = team_rules()
+    rules[0] = (r"task planner", plan)
+    backend = ScriptedBackend(rules)
+    team = TaggingTeam(lambda role: LLM(backend, role=role), TeamConfig(plan_attempts=2))
+
+    async def main():
+        first = await team.tag(example(45, 0), SampleTrace("q0"))
+        second = await team.tag(example(45, 1), SampleTrace("q1"))
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert first.failures == 1 and first.constraints[0].text == "Does the question satisfy the whole definition?"
+    assert second.failures == 0 and second.constraints[0].text == "Does the question ask for a product?"
+
+
+# issue 11, defect 6: a verdict that hangs on a failed sub-task is not an answer
+def test_a_verdict_decided_by_a_failed_sub_task_is_unanswered():
+    rules = team_rules()
+    rules[4] = (r"Second step: write", "I cannot write code for this.")
+    (result,), _, _, _ = run_team([example(45)], rules, TeamConfig(failure_policy="no"))
+    assert result.verdict is False and result.answered is False
+    rules = team_rules(semantic="It asks for a sum. <No>")
+    rules[4] = (r"Second step: write", "I cannot write code for this.")
+    (result,), _, _, _ = run_team([example(45)], rules, TeamConfig(failure_policy="no"))
+    assert result.verdict is False and result.answered is True  # the semantic No decides the AND
+    (result,), _, _, _ = run_team([example(45)])
+    assert result.answered is True
+
+
+# issue 11, defect 4: the semantic judge sees labels of the semantic part only
+def test_semantic_demonstrations_carry_semantic_labels_only():
+    demo_yes = TaggingExample("d1", "mul", DEFINITION, "A crate has 21 jars. How many jars are in 4 crates?", 1)
+    demo_num_no = TaggingExample("d2", "mul", DEFINITION, "A crate has 210 jars. How many in 4 crates?", 0)
+    demo_sem_no = TaggingExample("d3", "mul", DEFINITION, "What is 21 + 4?", 0, semantic_label=0)
+    backend = ScriptedBackend(team_rules())
+    demos = {("mul", "en"): [demo_yes, demo_num_no, demo_sem_no]}
+    team = TaggingTeam(lambda role: LLM(backend, role=role), TeamConfig(), demos)
+    asyncio.run(team.tag(example(45), SampleTrace("q0")))
+    prompt = next(c[-1]["content"] for c in backend.calls if "semantic judge" in c[0]["content"])
+    assert "21 jars" in prompt and "210 jars" not in prompt  # a numerical-only negative is left out
+    assert "What is 21 + 4?\nExample label: <No>" in prompt  # a known semantic negative is shown as No

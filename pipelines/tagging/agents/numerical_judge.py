@@ -1,8 +1,11 @@
 """Numerical judge, in two agents and a sandbox run:
 
 1. ``arg_extractor``: (sub-constraint, question, solution) -> named numerical arguments, as one
-   JSON object ``{"first_factor": 47, "prices": [125, 30]}``; names become Python identifiers,
-   values numbers or lists of numbers (``"1,250 yuan"`` reads as 1250).
+   JSON object ``{"first_factor": 47, "prices": [125, 30]}``; names become distinct Python
+   identifiers (a name without usable characters becomes ``arg_<position>``, a repeated one gets
+   ``_2``), values keep their exact value (:func:`read_value`): ``"1/2"`` and ``"25%"`` are
+   ``Fraction``, ``"0.75"`` a float, ``"4, 7, 9"`` a list, ``"1,250 yuan"`` 1250, ``"−3"`` -3,
+   nested lists stay nested.
 2. ``program_writer``: (sub-constraint, the arguments) -> a Python program over those variables
    that prints ``True`` or ``False``.
 3. :func:`checking_program` puts the argument assignments in front of the program; the team runs
@@ -14,21 +17,80 @@ JSON replies: :class:`ArgsOutput` (``{"arguments": [{"name": "first", "value": 4
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from pipelines.agents import Agent, ParseError
-from pipelines.agents.parsing import code_block, identifier, json_object, to_number
+from pipelines.agents.parsing import code_block, identifier, json_object
 
-Value = int | float | list
+Value = int | float | Fraction | list
+NUMBER = re.compile(
+    r"(?:(?P<whole>-?\d+)\s+(?=\d+\s*/\s*\d))?"  # the 1 of a mixed number "1 1/2"
+    r"(?P<num>-?\d+(?:,\d{3}(?!\d))*(?:\.\d+)?)"  # 47, -3, 1,250, 0.75
+    r"(?:\s*/\s*(?P<den>\d+))?"  # a fraction 1/2
+    r"(?P<pct>\s*%)?"
+)
 
 
-@dataclass
 class NumericArgs:
-    values: dict[str, Any] = field(default_factory=dict)
+    """Named argument values (numbers, Fractions, lists); ``model_dump`` gives JSON for traces."""
+
+    def __init__(self, values: dict[str, Any] | None = None):
+        self.values = dict(values or {})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NumericArgs) and other.values == self.values
+
+    def __repr__(self) -> str:
+        return f"NumericArgs({self.values!r})"
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"values": {name: _jsonable(v) for name, v in self.values.items()}}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Fraction):
+        return f"{value.numerator}/{value.denominator}"
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _token(match: re.Match) -> int | float | Fraction:
+    num = match.group("num").replace(",", "")
+    value: int | float | Fraction = float(num) if "." in num else int(num)
+    if match.group("den") is not None:
+        den = int(match.group("den"))
+        if den == 0:
+            raise ParseError(f"{match.group(0)!r}: division by zero")
+        value = Fraction(num) / den
+        if match.group("whole") is not None:
+            whole = int(match.group("whole"))
+            value = whole - value if whole < 0 or match.group("whole").startswith("-") else whole + value
+    if match.group("pct"):
+        value = Fraction(str(value)) / 100 if not isinstance(value, Fraction) else value / 100
+    return value
+
+
+def read_value(value: Any) -> Value:
+    """A JSON value as the number(s) it writes: ints and floats as given, a text's numbers exactly
+    (see the module docstring); several numbers in one text make a list. ParseError if none."""
+    if isinstance(value, bool) or value is None:
+        raise ParseError(f"{value!r} is not a number")
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, list):
+        return [read_value(v) for v in value]
+    text = str(value).replace("\u2212", "-").replace("\uff0c", ",").replace("\uff05", "%")
+    numbers = [_token(m) for m in NUMBER.finditer(text)]
+    if not numbers:
+        raise ParseError(f"{value!r} is not a number")
+    return numbers[0] if len(numbers) == 1 else numbers
 
 
 @dataclass
@@ -38,7 +100,7 @@ class Program:
 
 class ArgumentOutput(BaseModel):
     name: str = Field(min_length=1, max_length=30)
-    value: float | list[float]
+    value: float | str | list[float | str]
 
 
 class ArgsOutput(BaseModel):
@@ -48,10 +110,10 @@ class ArgsOutput(BaseModel):
 
     def to_result(self) -> NumericArgs:
         return numeric_args(
-            {
-                a.name: [_integral(v) for v in a.value] if isinstance(a.value, list) else _integral(a.value)
+            [
+                (a.name, [_integral(v) for v in a.value] if isinstance(a.value, list) else _integral(a.value))
                 for a in self.arguments
-            }
+            ]
         )
 
 
@@ -68,19 +130,28 @@ def parse_args(text: str) -> NumericArgs:
     return numeric_args(json_object(text))
 
 
-def _integral(value: int | float) -> int | float:
+def _integral(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def numeric_args(raw: dict[str, Any]) -> NumericArgs:
-    """Named numbers (or lists of numbers) as Python identifiers; non-numeric fields are skipped."""
+def numeric_args(raw: dict[str, Any] | list[tuple[str, Any]]) -> NumericArgs:
+    """Named values (:func:`read_value`) under distinct Python identifiers; non-numeric fields are skipped."""
     values: dict[str, Value] = {}
-    for name, value in raw.items():
+    items = raw.items() if isinstance(raw, dict) else raw
+    for position, (name, value) in enumerate(items, start=1):
         try:
-            number = [to_number(v) for v in value] if isinstance(value, list) else to_number(value)
+            number = read_value(value)
         except ParseError:
             continue  # a non-numeric field (a unit, a note) is not an argument
-        values[identifier(name)] = number
+        try:
+            base = identifier(name)
+        except ParseError:
+            base = f"arg_{position}"  # a name with no usable characters (e.g. 价格) keeps its value
+        name, count = base, 1
+        while name in values:
+            count += 1
+            name = f"{base}_{count}"
+        values[name] = number
     if not values:
         raise ParseError("the JSON object holds no numerical argument")
     return NumericArgs(values)
@@ -102,13 +173,19 @@ def checked_program(code: str) -> Program:
 
 
 def assignments(values: dict[str, Any]) -> str:
-    """``name = value`` lines defining the arguments (values are numbers or lists of numbers)."""
+    """``name = value`` lines defining the arguments (``Fraction(1, 2)`` for an exact fraction)."""
     return "\n".join(f"{name} = {value!r}" for name, value in values.items())
 
 
+def _has_fraction(value: Any) -> bool:
+    return isinstance(value, Fraction) or (isinstance(value, list) and any(_has_fraction(v) for v in value))
+
+
 def checking_program(args: NumericArgs, program: Program) -> str:
-    """The code the sandbox runs: the argument assignments, then the written program."""
-    return assignments(args.values) + "\n\n" + program.code + "\n"
+    """The code the sandbox runs: the argument assignments (after ``from fractions import Fraction``
+    when one is a fraction), then the written program."""
+    head = "from fractions import Fraction\n" if any(_has_fraction(v) for v in args.values.values()) else ""
+    return head + assignments(args.values) + "\n\n" + program.code + "\n"
 
 
 def make_arg_extractor(**options) -> Agent[NumericArgs]:

@@ -1,0 +1,175 @@
+"""The generation / evaluation split and the demonstrations drawn from it.
+
+- :func:`split_examples`: rows go to a *generation* split (the team runs on it to make SFT rows;
+  demonstrations and the trained baselines come from it) or a held-out *evaluation* split (the
+  only rows scored), by row (stratified by label and concept) or by concept (whole knowledge ids,
+  every language of an id on one side). :meth:`Split.record` is what ``split.json`` and the
+  prediction/SFT rows record, so the data card can tell which rows fed SFT.
+- :func:`build_demonstrations`: each concept's pool is up to ``pool_per_concept`` of its own
+  generation rows; a concept with fewer (a MathFish-style file has one or two rows per standard)
+  is topped up from other concepts' generation rows or from a separate labelled file, so every
+  question is shown ``k`` demonstrations, labels alternating, never itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from pipelines.config import StrictModel
+from pipelines.stage import StageError
+from pipelines.tagging.data import TaggingDataConfig, TaggingExample, read_examples
+
+
+class EmptyEvaluationSplit(StageError):
+    """No row is left to evaluate; the message names the params to change."""
+
+
+class SplitConfig(StrictModel):
+    """Generation split (SFT rows, demonstrations, baseline training) vs held-out evaluation split."""
+
+    by: Literal["row", "concept"] = "row"
+    evaluation_share: float = Field(0.67, gt=0.0, le=1.0)
+    seed: int = 0
+    generation_limit: int | None = Field(None, ge=0)  # generation rows the team runs on (SFT); null = all
+
+
+@dataclass
+class Split:
+    generation: list[TaggingExample]
+    evaluation: list[TaggingExample]
+    cfg: SplitConfig
+
+    def record(self) -> dict[str, Any]:
+        """``{"by", "evaluation_share", "seed", "counts": {...},
+        "ids": {"generation": [...], "evaluation": [...]}}``."""
+        return {
+            "by": self.cfg.by,
+            "evaluation_share": self.cfg.evaluation_share,
+            "seed": self.cfg.seed,
+            "counts": {"generation": len(self.generation), "evaluation": len(self.evaluation)},
+            "ids": {"generation": [e.id for e in self.generation], "evaluation": [e.id for e in self.evaluation]},
+        }
+
+
+def _key(seed: int, text: str) -> str:
+    return hashlib.sha256(f"{seed}:{text}".encode()).hexdigest()
+
+
+def split_examples(examples: list[TaggingExample], cfg: SplitConfig) -> Split:
+    """Split ``examples`` (kept in input order on each side); raises :class:`EmptyEvaluationSplit`."""
+    if not examples:
+        raise EmptyEvaluationSplit("no tagging rows were read; check tagging.data.path and its filters")
+    if cfg.by == "concept":
+        kids = sorted({e.knowledge_id for e in examples}, key=lambda k: _key(cfg.seed, k))
+        counts = defaultdict(int)
+        for e in examples:
+            counts[e.knowledge_id] += 1
+        target, taken, chosen = round(cfg.evaluation_share * len(examples)), 0, set()
+        for kid in kids:
+            if taken >= target:
+                break
+            chosen.add(kid)
+            taken += counts[kid]
+        in_eval = {e.id for e in examples if e.knowledge_id in chosen}
+    else:
+        # label-major order, rows of one concept together, seeded order inside: taking every row
+        # where round(i * share) steps up spreads each (label, concept) group over both sides
+        ordered = sorted(examples, key=lambda e: (e.label, e.knowledge_id, e.language, _key(cfg.seed, e.id)))
+        share = cfg.evaluation_share
+        in_eval = {e.id for i, e in enumerate(ordered) if round((i + 1) * share) > round(i * share)}
+    split = Split([e for e in examples if e.id not in in_eval], [e for e in examples if e.id in in_eval], cfg)
+    if not split.evaluation:
+        raise EmptyEvaluationSplit(
+            f"the evaluation split is empty ({len(examples)} rows, split.by {cfg.by}, "
+            f"split.evaluation_share {cfg.evaluation_share}); raise tagging.split.evaluation_share"
+        )
+    return split
+
+
+class DemoConfig(StrictModel):
+    """Demonstrations shown to the single LLM and the semantic judge (and the planner's examples'
+    choice): from the generation split only, never an evaluated row."""
+
+    pool_per_concept: int = Field(3, ge=0)
+    k: int = Field(2, ge=0)
+    fallback: Literal["other_concepts", "file", "none"] = "other_concepts"
+    file: TaggingDataConfig | None = None
+    strategy: Literal["random", "nearest"] = "random"
+    embedding_model: str = "models/base/all-minilm-l6-v2"
+    seed: int = 0
+
+
+def _balanced(rows: list[TaggingExample]) -> list[TaggingExample]:
+    """Rows re-ordered so labels alternate (positive first), keeping the order within a label."""
+    pos, neg = [r for r in rows if r.label == 1], [r for r in rows if r.label == 0]
+    out = [r for pair in zip(pos, neg, strict=False) for r in pair]
+    return out + pos[len(neg) :] + neg[len(pos) :]
+
+
+class Demonstrations:
+    """``for_example(example)`` -> its ``k`` demonstrations (own concept first, then the fallback)."""
+
+    def __init__(self, rows: list[TaggingExample], fallback: list[TaggingExample], cfg: DemoConfig, embed=None):
+        self.cfg = cfg
+        self.embed = embed
+        rng = random.Random(cfg.seed)
+        by_concept: dict[tuple[str, str], list[TaggingExample]] = defaultdict(list)
+        for row in sorted(rows, key=lambda r: _key(cfg.seed, r.id)):
+            by_concept[row.concept].append(row)
+        self.pools = {c: _balanced(v)[: cfg.pool_per_concept] for c, v in sorted(by_concept.items())}
+        self.fallback = sorted(fallback, key=lambda r: _key(cfg.seed, r.id))
+        rng.shuffle(self.fallback)
+        self._cache: dict[tuple[str, str], list[TaggingExample]] = {}
+
+    def _ranked(self, definition: str, rows: list[TaggingExample]) -> list[TaggingExample]:
+        if self.cfg.strategy != "nearest" or not rows:
+            return rows
+        import numpy as np
+
+        vectors = np.asarray(self.embed([definition] + [r.question for r in rows]))
+        norms = np.linalg.norm(vectors, axis=1) + 1e-9
+        scores = vectors[1:] @ vectors[0] / (norms[1:] * norms[0])
+        return [rows[i] for i in np.argsort(-scores, kind="stable")]
+
+    def candidates(self, example: TaggingExample) -> list[TaggingExample]:
+        """The concept's ordered candidates (k + 1, so one can be dropped when it is the example)."""
+        concept = example.concept
+        if concept not in self._cache:
+            own = self._ranked(example.definition, self.pools.get(concept, []))
+            extra: list[TaggingExample] = []
+            if self.cfg.fallback != "none":
+                others = [r for r in self.fallback if r.concept != concept and r.language == example.language]
+                extra = self._ranked(example.definition, others)
+            pos = [r for r in own + extra if r.label == 1]
+            neg = [r for r in own + extra if r.label == 0]
+            self._cache[concept] = _balanced(pos[: self.cfg.k + 1] + neg[: self.cfg.k + 1])[: self.cfg.k + 1]
+        return self._cache[concept]
+
+    def for_example(self, example: TaggingExample) -> list[TaggingExample]:
+        return [d for d in self.candidates(example) if d.id != example.id][: self.cfg.k]
+
+    def pool_rows(self) -> list[TaggingExample]:
+        return [r for pool in self.pools.values() for r in pool]
+
+
+def build_demonstrations(
+    generation: list[TaggingExample], cfg: DemoConfig, *, root: Path | str = ".", embed=None
+) -> Demonstrations:
+    """Pools from the generation split; the fallback is the generation split itself (other
+    concepts) or the rows of ``cfg.file``. ``embed(list[str]) -> array`` for ``strategy: nearest``."""
+    if cfg.fallback == "file":
+        if cfg.file is None:
+            raise ValueError("tagging.demos.fallback is 'file' but tagging.demos.file is not set")
+        fallback = read_examples(cfg.file, root)
+    else:
+        fallback = list(generation) if cfg.fallback == "other_concepts" else []
+    if cfg.strategy == "nearest" and embed is None:
+        raise ValueError("tagging.demos.strategy 'nearest' needs an embedder (demos.embedding_model)")
+    return Demonstrations(generation, fallback, cfg, embed)

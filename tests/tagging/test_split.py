@@ -1,0 +1,124 @@
+"""Generation / evaluation split (issue 11, defect 7) and demonstrations for datasets with few rows
+per concept (defect 1): pools from the generation split, topped up from other concepts or a file."""
+
+import os
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.tagging.data import FieldMap, TaggingDataConfig, TaggingExample, read_examples
+from pipelines.tagging.split import (
+    DemoConfig,
+    EmptyEvaluationSplit,
+    SplitConfig,
+    build_demonstrations,
+    split_examples,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("EDUMAS_SHARED_DIR") or ROOT.parent / "shared")  # ../shared, as params name it
+SHARED_CSV = SHARED / "data" / "tagging" / "mathfish_few_shot_entailment.csv"
+
+
+def one_row_per_concept(n=24) -> list[TaggingExample]:
+    """A MathFish-style set: one labelled question per standard, half of them positive."""
+    return [
+        TaggingExample(f"r{i}", f"std-{i}", f"Standard {i}: work with topic {i}.", f"Question {i}?", i % 2)
+        for i in range(n)
+    ]
+
+
+def test_split_by_row_is_disjoint_seeded_and_keeps_label_shares():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+    split = split_examples(rows, SplitConfig(by="row", evaluation_share=0.67, seed=1))
+    gen, ev = {e.id for e in split.generation}, {e.id for e in split.evaluation}
+    assert not gen & ev and len(gen) + len(ev) == 108
+    assert len(ev) == round(0.67 * 108)
+    for concept in {e.concept for e in rows}:  # every concept keeps rows on both sides
+        assert any(e.concept == concept for e in split.generation)
+        assert any(e.concept == concept for e in split.evaluation)
+    assert abs(sum(e.label for e in split.evaluation) / len(ev) - sum(e.label for e in rows) / 108) < 0.05
+    assert [e.id for e in split_examples(rows, SplitConfig(seed=1)).evaluation] == [e.id for e in split.evaluation]
+    assert [e.id for e in split_examples(rows, SplitConfig(seed=2)).evaluation] != [e.id for e in split.evaluation]
+    record = split.record()
+    assert record["by"] == "row" and record["counts"] == {"generation": len(gen), "evaluation": len(ev)}
+    assert set(record["ids"]["evaluation"]) == ev
+
+
+def test_split_by_concept_keeps_every_knowledge_id_on_one_side():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+    split = split_examples(rows, SplitConfig(by="concept", evaluation_share=0.5, seed=0))
+    gen_ids = {e.knowledge_id for e in split.generation}
+    ev_ids = {e.knowledge_id for e in split.evaluation}
+    assert gen_ids and ev_ids and not gen_ids & ev_ids  # en and zh rows of one id stay together
+    assert len(ev_ids) == 3
+
+
+def test_few_rows_per_concept_take_demonstrations_from_other_concepts():
+    rows = one_row_per_concept(24)
+    split = split_examples(rows, SplitConfig(by="row", evaluation_share=0.84))
+    assert len(split.evaluation) == 20 and len(split.generation) == 4
+    assert Counter(e.label for e in split.generation) == {0: 2, 1: 2}
+    demos = build_demonstrations(split.generation, DemoConfig(k=2, fallback="other_concepts"))
+    for example in split.evaluation:
+        shown = demos.for_example(example)
+        assert len(shown) == 2 and {d.label for d in shown} == {0, 1}
+        assert all(d.id not in {e.id for e in split.evaluation} for d in shown)
+    for example in split.generation:  # a generation row never sees itself as a demonstration
+        assert example.id not in {d.id for d in demos.for_example(example)}
+    none = build_demonstrations(split.generation, DemoConfig(k=2, fallback="none"))
+    assert none.for_example(split.evaluation[0]) == []
+
+
+def test_concepts_with_enough_rows_keep_their_own_pool():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+    split = split_examples(rows, SplitConfig())
+    demos = build_demonstrations(split.generation, DemoConfig(k=2, pool_per_concept=3))
+    for example in split.evaluation:
+        shown = demos.for_example(example)
+        assert len(shown) == 2 and all(d.concept == example.concept for d in shown)
+        assert {d.label for d in shown} == {0, 1}
+
+
+def test_demonstrations_from_a_separate_labelled_file(tmp_path):
+    extra = tmp_path / "demos.jsonl"
+    extra.write_text(
+        '{"id": "d1", "definition": "Other standard.", "question": "Q yes?", "label": 1}\n'
+        '{"id": "d2", "definition": "Other standard.", "question": "Q no?", "label": 0}\n'
+    )
+    rows = one_row_per_concept(4)
+    cfg = DemoConfig(k=2, fallback="file", file=TaggingDataConfig(path=str(extra)))
+    demos = build_demonstrations([], cfg, root=tmp_path)
+    assert [d.id for d in demos.for_example(rows[0])] == ["d1", "d2"]
+
+
+def test_an_empty_evaluation_split_is_a_clear_error():
+    with pytest.raises(EmptyEvaluationSplit, match="split.evaluation_share"):
+        split_examples(one_row_per_concept(1), SplitConfig(evaluation_share=0.3))
+    with pytest.raises(EmptyEvaluationSplit, match="data.path"):
+        split_examples([], SplitConfig())
+
+
+def mathfish_params_from_readme() -> dict:
+    """The ``tagging`` params the README documents for the shared MathFish CSV."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("# mathfish-params")
+    block = readme[start : readme.index("```", start)]
+    return yaml.safe_load(textwrap.dedent(block))["tagging"]
+
+
+def test_shared_mathfish_csv_evaluates_at_least_20_pairs_by_the_documented_params():
+    if not SHARED_CSV.exists():
+        pytest.skip(f"shared data not found at {SHARED_CSV} (optional; only the demo set is required)")
+    params = mathfish_params_from_readme()
+    data = TaggingDataConfig.model_validate(params["data"])
+    assert data.fields == FieldMap.model_validate(params["data"]["fields"])
+    assert data.path.startswith("../shared/")
+    rows = read_examples(data, root=SHARED)  # <SHARED>/../shared/... is the shared folder
+    split = split_examples(rows, SplitConfig.model_validate(params["split"]))
+    demos = build_demonstrations(split.generation, DemoConfig.model_validate(params["demos"]), root=ROOT)
+    assert len(split.evaluation) >= 20
+    assert all(len(demos.for_example(e)) == 2 for e in split.evaluation)
