@@ -150,6 +150,7 @@ class Agent(Generic[T]):
         n: int | None = None,
         retry_temperature: float | None = None,
         default_language: str = "en",
+        repair_truncated: bool = True,
     ):
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
@@ -159,6 +160,7 @@ class Agent(Generic[T]):
         self.parser = parser
         self.output = output
         self.from_output = from_output
+        self.repair_truncated = repair_truncated
         self.max_attempts = max_attempts
         self.sampling = {
             "temperature": temperature,
@@ -199,7 +201,9 @@ class Agent(Generic[T]):
         """Parsed result of a reply; raises :class:`ParseError` for an empty or malformed one.
 
         ``truncated`` (json mode): the reply was cut by ``max_tokens``; the JSON prefix is closed
-        and what it holds is validated (a schema whose required fields came first still parses).
+        and what it holds is validated (a schema whose required fields came first still parses),
+        unless the agent was built with ``repair_truncated=False`` (a cut-off value such as code
+        must never pass as a whole one).
         """
         if text is None or not text.strip():
             raise ParseError("empty reply")
@@ -211,7 +215,7 @@ class Agent(Generic[T]):
         try:
             candidates = [json_object(text)]
         except ParseError:
-            if not truncated:
+            if not truncated or not self.repair_truncated:
                 raise
             candidates = list(truncated_json_objects(text))
             if not candidates:

@@ -231,12 +231,16 @@ def test_solution_judgment_args_program_json():
     assert args.values == {"first_factor": 47, "prices": [1.5, 2]}
     with pytest.raises(ParseError, match="no numerical argument"):  # text values are read like text replies
         make_arg_extractor().parse('{"arguments": [{"name": "x", "value": "many"}]}', "json")
-    program = make_program_writer().parse('{"code": "print(10 <= first <= 99)"}', "json")
-    assert program.code == "print(10 <= first <= 99)"
-    with pytest.raises(ParseError, match="prints nothing"):
-        make_program_writer().parse('{"code": "x = 1"}', "json")
-    with pytest.raises(ParseError, match="not valid Python"):
-        make_program_writer().parse('{"code": "print(a >"}', "json")
+    program = make_program_writer().parse('{"condition": " 10 <= first <= 99"}', "json")
+    assert program.code == "print(bool(10 <= first <= 99))"
+    noisy = 'Here it is: {"condition": "sum(prices) > 100"} done'
+    assert make_program_writer().parse(noisy, "json").code == "print(bool(sum(prices) > 100))"
+    for statement in ('{"condition": "x = 1"}', '{"condition": "a >"}', '{"condition": "import os"}'):
+        with pytest.raises(ParseError, match="not one Python expression"):
+            make_program_writer().parse(statement, "json")
+    for garbage in ('{"code": "print(1)"}', '{"condition": ""}', "", "garbage"):
+        with pytest.raises(ParseError):
+            make_program_writer().parse(garbage, "json")
 
 
 def test_json_replies_cut_by_max_tokens_keep_their_complete_fields():
@@ -250,4 +254,4 @@ def test_json_replies_cut_by_max_tokens_keep_their_complete_fields():
     solution = make_solver().parse('{"final_answer": "282", "reasoning": "47 x', "json", truncated=True)
     assert solution.answer == "282" and solution.text == "47 x\nFinal answer: 282"
     with pytest.raises(ParseError):
-        make_program_writer().parse('{"code": "print(10 <= first', "json", truncated=True)  # not valid Python
+        make_program_writer().parse('{"condition": "10 <= first', "json", truncated=True)  # cut: no whole field

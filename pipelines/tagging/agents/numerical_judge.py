@@ -12,7 +12,9 @@
    it in the sandbox, and the printed boolean is the verdict.
 
 JSON replies: :class:`ArgsOutput` (``{"arguments": [{"name": "first", "value": 47}]}``) and
-:class:`ProgramOutput` (``{"code": "print(10 <= first <= 99)"}``), mapped to the same results.
+:class:`ProgramOutput` (``{"condition": "10 <= first <= 99"}``: one boolean expression over the
+variables, which becomes the program ``print(bool(10 <= first <= 99))``), mapped to the same results.
+A schema cannot make free code print, but any expression that compiles is a checking program.
 """
 
 from __future__ import annotations
@@ -118,12 +120,12 @@ class ArgsOutput(BaseModel):
 
 
 class ProgramOutput(BaseModel):
-    """JSON-mode reply of the program writer."""
+    """JSON-mode reply of the program writer: a Python boolean expression over the variables."""
 
-    code: str = Field(min_length=1, max_length=200)
+    condition: str = Field(min_length=1, max_length=200)
 
     def to_result(self) -> Program:
-        return checked_program(self.code)
+        return condition_program(self.condition)
 
 
 def parse_args(text: str) -> NumericArgs:
@@ -172,6 +174,16 @@ def checked_program(code: str) -> Program:
     return Program(code)
 
 
+def condition_program(condition: str) -> Program:
+    """``print(bool(<condition>))`` for one Python expression; ParseError when it is not one."""
+    expression = condition.strip()
+    try:
+        compile(expression, "<condition>", "eval")
+    except SyntaxError as exc:
+        raise ParseError(f"the condition is not one Python expression: {exc.msg}") from None
+    return Program(f"print(bool({expression}))")
+
+
 def assignments(values: dict[str, Any]) -> str:
     """``name = value`` lines defining the arguments (``Fraction(1, 2)`` for an exact fraction)."""
     return "\n".join(f"{name} = {value!r}" for name, value in values.items())
@@ -195,4 +207,5 @@ def make_arg_extractor(**options) -> Agent[NumericArgs]:
 
 def make_program_writer(**options) -> Agent[Program]:
     options.setdefault("role", "numerical_judge")
+    options.setdefault("repair_truncated", False)  # a condition cut by max_tokens is not the condition
     return Agent("program_writer", Path(__file__).parent, parse_program, output=ProgramOutput, **options)
