@@ -229,16 +229,31 @@ def test_solution_judgment_args_program_json():
         '{"arguments": [{"name": "First factor", "value": 47}, {"name": "prices", "value": [1.5, 2]}]}', "json"
     )
     assert args.values == {"first_factor": 47, "prices": [1.5, 2]}
-    with pytest.raises(ParseError, match="no numerical argument"):  # text values are read like text replies
+    with pytest.raises(ParseError, match="ArgsOutput"):  # the schema admits numbers only
         make_arg_extractor().parse('{"arguments": [{"name": "x", "value": "many"}]}', "json")
-    program = make_program_writer().parse('{"condition": " 10 <= first <= 99"}', "json")
-    assert program.code == "print(bool(10 <= first <= 99))"
-    noisy = 'Here it is: {"condition": "sum(prices) > 100"} done'
-    assert make_program_writer().parse(noisy, "json").code == "print(bool(sum(prices) > 100))"
-    for statement in ('{"condition": "x = 1"}', '{"condition": "a >"}', '{"condition": "import os"}'):
-        with pytest.raises(ParseError, match="not one Python expression"):
-            make_program_writer().parse(statement, "json")
-    for garbage in ('{"code": "print(1)"}', '{"condition": ""}', "", "garbage"):
+    fractions = '{"arguments": [{"name": "half", "value": "1/2"}, {"name": "p", "value": "25%"}]}'
+    exact = make_arg_extractor().parse(fractions, "json")
+    assert exact.values == {"half": Fraction(1, 2), "p": Fraction(1, 4)}
+    for garbage in ('{"arguments": [{"name": "10 20", "value": 3}]}', '{"arguments": []}'):
+        with pytest.raises(ParseError):
+            make_arg_extractor().parse(garbage, "json")
+    range_check = (
+        '{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, {"left": "first", "op": "<=", "right": "99"}]}'
+    )
+    program = make_program_writer().parse(range_check, "json")
+    assert program.code == "print(bool((first) >= (10) and (first) <= (99)))"
+    noisy = 'Here: {"comparisons": [{"left": "sum(prices)", "op": ">", "right": "100"}]} done'
+    assert make_program_writer().parse(noisy, "json").code == "print(bool((sum(prices)) > (100)))"
+    with pytest.raises(ParseError, match="not one Python expression"):  # the schema admits it, Python does not
+        make_program_writer().parse('{"comparisons": [{"left": "first second", "op": "==", "right": "1"}]}', "json")
+    for garbage in (
+        '{"comparisons": [{"left": "v = 15", "op": "==", "right": "1"}]}',  # no assignment can pass the schema
+        '{"comparisons": [{"left": "a", "op": "=", "right": "1"}]}',
+        '{"comparisons": []}',
+        '{"condition": "a > 1"}',
+        "",
+        "garbage",
+    ):
         with pytest.raises(ParseError):
             make_program_writer().parse(garbage, "json")
 
@@ -254,4 +269,5 @@ def test_json_replies_cut_by_max_tokens_keep_their_complete_fields():
     solution = make_solver().parse('{"final_answer": "282", "reasoning": "47 x', "json", truncated=True)
     assert solution.answer == "282" and solution.text == "47 x\nFinal answer: 282"
     with pytest.raises(ParseError):
-        make_program_writer().parse('{"condition": "10 <= first', "json", truncated=True)  # cut: no whole field
+        cut = '{"comparisons": [{"left": "first", "op": "<=", "right": "9'
+        make_program_writer().parse(cut, "json", truncated=True)

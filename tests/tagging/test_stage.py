@@ -145,7 +145,7 @@ JSON_REPLIES = [
     {"match": "question solver", "reply": json.dumps({"reasoning": "Compute it.", "final_answer": "12"})},
     {"match": "semantic judge", "reply": json.dumps({"reasoning": "It fits.", "answer": "Yes"})},
     {"match": "First step: extract", "reply": json.dumps({"arguments": [{"name": "first", "value": 5}]})},
-    {"match": "Second step: write", "reply": json.dumps({"condition": "first > 0"})},
+    {"match": "Second step: write", "reply": json.dumps({"comparisons": [{"left": "first", "op": ">", "right": "0"}]})},
     {"match": "expert math teacher", "reply": json.dumps({"reasoning": "Not this one.", "answer": "No"})},
 ]
 

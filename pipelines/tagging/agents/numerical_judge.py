@@ -11,10 +11,11 @@
 3. :func:`checking_program` puts the argument assignments in front of the program; the team runs
    it in the sandbox, and the printed boolean is the verdict.
 
-JSON replies: :class:`ArgsOutput` (``{"arguments": [{"name": "first", "value": 47}]}``) and
-:class:`ProgramOutput` (``{"condition": "10 <= first <= 99"}``: one boolean expression over the
-variables, which becomes the program ``print(bool(10 <= first <= 99))``), mapped to the same results.
-A schema cannot make free code print, but any expression that compiles is a checking program.
+JSON replies: :class:`ArgsOutput` (``{"arguments": [{"name": "first", "value": 47}]}``: the schema
+admits identifier-like names and numbers or number texts such as ``"1/2"`` only) and
+:class:`ProgramOutput` (``{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, ...]}``:
+comparisons that must all hold, which become the program ``print(bool((first) >= (10) and ...))``),
+mapped to the same results. A schema cannot make free code print; comparisons always do.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -100,9 +101,16 @@ class Program:
     code: str
 
 
+NUMBER_TEXT = r"^-?[0-9]{1,9}(\.[0-9]{1,6})?(/[0-9]{1,6})?%?$"
+"""A number written as text in a json-mode reply: 47, -3, 0.75, 1/2, 25% (read exactly by read_value)."""
+NumberText = Annotated[str, Field(pattern=NUMBER_TEXT, max_length=24)]
+
+
 class ArgumentOutput(BaseModel):
-    name: str = Field(min_length=1, max_length=30)
-    value: float | str | list[float | str]
+    """One named argument; the schema admits only numbers (or number texts) as values."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_ ]{0,29}$")
+    value: float | NumberText | Annotated[list[float | NumberText], Field(min_length=1, max_length=8)]
 
 
 class ArgsOutput(BaseModel):
@@ -119,13 +127,26 @@ class ArgsOutput(BaseModel):
         )
 
 
-class ProgramOutput(BaseModel):
-    """JSON-mode reply of the program writer: a Python boolean expression over the variables."""
+EXPRESSION = r"^[A-Za-z0-9_ +*/%().,-]{1,80}$"
+"""One side of a comparison: arithmetic over the variables, numbers and built-in calls (no '=', '<', '>')."""
 
-    condition: str = Field(min_length=1, max_length=200)
+
+class Comparison(BaseModel):
+    left: str = Field(pattern=EXPRESSION)
+    op: Literal["<", "<=", ">", ">=", "==", "!="]
+    right: str = Field(pattern=EXPRESSION)
+
+    def expression(self) -> str:
+        return f"({self.left.strip()}) {self.op} ({self.right.strip()})"
+
+
+class ProgramOutput(BaseModel):
+    """JSON-mode reply of the program writer: comparisons over the variables, all of which must hold."""
+
+    comparisons: list[Comparison] = Field(min_length=1, max_length=3)
 
     def to_result(self) -> Program:
-        return condition_program(self.condition)
+        return condition_program(" and ".join(c.expression() for c in self.comparisons))
 
 
 def parse_args(text: str) -> NumericArgs:
