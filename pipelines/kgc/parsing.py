@@ -213,7 +213,7 @@ def _table_rows(text: str) -> list[list[str]]:
         if not line.startswith("|"):
             continue
         cells = [_clean(c) for c in line.strip("|").split("|")]
-        if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
+        if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
             continue
         rows.append(cells)
     header = rows[0] if rows else []
@@ -264,7 +264,7 @@ def parse_text_answer(task: str, text: str, schema: Schema | None = None) -> Ext
         pass
     if task == "ee":
         events, malformed = _events(answer)
-        if events or malformed:
+        if events:
             return Extraction(events, reason, malformed)
     rows = _table_rows(answer)
     if rows:
