@@ -13,7 +13,8 @@ ACE = load_schema("ace05")
 
 
 def test_ner_tuples_with_reasons_and_answer_line():
-    reply = "Considering the RE expert (Messi, born, 1987), 1987 is a date.\nAnswer: [(PER, Lionel Messi), (LOC, 'Rosario')]"
+    reply = "Considering the RE expert (Messi, born, 1987), 1987 is a date.\n"
+    reply += "Answer: [(PER, Lionel Messi), (LOC, 'Rosario')]"
     got = parse_text_answer("ner", reply)
     assert got.items == [Entity("PER", "Lionel Messi"), Entity("LOC", "Rosario")]
     assert got.reason.startswith("Considering the RE expert")
@@ -49,7 +50,8 @@ def test_markdown_tables():
     assert parse_text_answer("ner", ner).items == [Entity("PER", "Lionel Messi"), Entity("LOC", "Rosario")]
     re_table = "| head | relation | tail |\n| --- | --- | --- |\n| France | /location/country/capital | Paris |"
     assert parse_text_answer("re", re_table).items == [Triple("France", "/location/country/capital", "Paris")]
-    ee = "| event type | trigger | role | argument |\n|-|-|-|-|\n| Life:Be-Born | Born | Person | Messi |\n| Life:Be-Born | Born | Time | 1987 |"
+    ee = "| event type | trigger | role | argument |\n|-|-|-|-|\n"
+    ee += "| Life:Be-Born | Born | Person | Messi |\n| Life:Be-Born | Born | Time | 1987 |"
     assert parse_text_answer("ee", ee).items == [
         Event("Life:Be-Born", "Born", (Argument("Person", "Messi"), Argument("Time", "1987")))
     ]
@@ -57,7 +59,8 @@ def test_markdown_tables():
 
 def test_ee_records_in_the_papers_format():
     reply = (
-        "[{Trigger Type: Conflict:Attack, Trigger Word: taken over, Arguments: (Attacker, Israeli troops),(Target: the border)}, "
+        "[{Trigger Type: Conflict:Attack, Trigger Word: taken over, "
+        "Arguments: (Attacker, Israeli troops),(Target: the border)}, "
         "{Trigger Type: Movement:Transport, Trigger Word: return, Arguments: [(Destination, border)]}, {Arguments: (x, y)}]"
     )
     got = parse_text_answer("ee", reply)
@@ -71,11 +74,13 @@ def test_ee_records_in_the_papers_format():
 
 
 def test_json_in_text_mode_and_json_mode():
-    reply = '```json\n{"reason": "r", "triples": [{"head": "France", "relation": "/location/country/capital", "tail": "Paris"}]}\n```'
+    triple = '{"head": "France", "relation": "/location/country/capital", "tail": "Paris"}'
+    reply = '```json\n{"reason": "r", "triples": [' + triple + "]}\n```"
     assert parse_text_answer("re", reply).items == [Triple("France", "/location/country/capital", "Paris")]
     got = parse_json_answer(
         "ee",
-        '{"events": [{"event_type": "Life:Be-Born", "trigger": "Born", "arguments": [{"role": "Time", "text": "1987"}]}]}',
+        '{"events": [{"event_type": "Life:Be-Born", "trigger": "Born", '
+        '"arguments": [{"role": "Time", "text": "1987"}]}]}',
     )
     assert got.items == [Event("Life:Be-Born", "Born", (Argument("Time", "1987"),))]
     assert parse_json_answer("ner", '{"reason": "none", "entities": []}').items == []
