@@ -1,12 +1,22 @@
-"""What every DVC stage shares: argument parsing, logging, strict params, tracking, metrics.
+"""What every DVC stage shares: argument parsing, logging, strict params, tracking, metrics, and
+one way of failing.
 
 A stage file is then only its own logic::
 
-    def main(argv=None):
-        args, cfg = stage_setup("build_kb", "build_kb", BuildKBConfig, argv)
-        with stage_run("build_kb", cfg.model_dump()) as run:
-            metrics = build_knowledge_base(cfg)
-            write_metrics("reports/build_kb/metrics.json", metrics, run)
+    def main(argv=None) -> int:
+        return run_stage(lambda: _run(argv), argv)
+
+    def _run(argv) -> int:
+        args, cfgs = stage_setup_sections("generate_ram2c", {"ram2c": Ram2cConfig, "retrieval": RetrievalConfig}, argv)
+        with stage_run("generate_ram2c", {k: c.model_dump() for k, c in cfgs.items()}) as run:
+            metrics = generate(cfgs["ram2c"], cfgs["retrieval"])
+            write_metrics(Path(cfgs["ram2c"].outputs.reports_dir) / "metrics.json", metrics, run)
+        return 0
+
+:func:`run_stage` turns a user error into one ``error: ...`` line on stderr and an exit code, no
+traceback (``--debug`` shows it): :class:`ConfigError` -> 2; a missing input
+(``FileNotFoundError``), an :class:`LLMError` (server down, missing API key, corrupt cache) or a
+:class:`StageError` (failure budget exceeded, empty evaluation set) -> 1.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ import argparse
 import logging
 import os
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +52,32 @@ def setup_logging(level: str | None = None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+class StageError(RuntimeError):
+    """A stage that ran but must not count as a result (the message says what happened and where)."""
+
+
+def stage_setup_sections(
+    stage: str, sections: dict[str, type[BaseModel]], argv: list[str] | None = None
+) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """Parse ``--params`` / ``--section`` / ``--debug``, configure logging, load several sections.
+
+    ``sections`` maps section name -> model; ``--section`` renames the first one (the stage's own).
+    Raises :class:`ConfigError` (file, line and fix in its message).
+    """
+    first = next(iter(sections))
+    parser = argparse.ArgumentParser(prog=f"stages.{stage}", description=f"DVC stage {stage}")
+    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    parser.add_argument("--section", default=first, help=f"params section (default: {first})")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    args = parser.parse_args(argv)
+    setup_logging()
+    cfgs = {}
+    for index, (name, model) in enumerate(sections.items()):
+        cfgs[name] = load_section(args.section if index == 0 else name, model, Path(args.params))
+    log.info("stage %s: params sections %s of %s", stage, ", ".join([args.section, *list(sections)[1:]]), args.params)
+    return args, cfgs
+
+
 def stage_setup(
     stage: str, section: str, model: type[T], argv: list[str] | None = None
 ) -> tuple[argparse.Namespace, T]:
@@ -48,18 +86,40 @@ def stage_setup(
     A :class:`ConfigError` ends the process with exit code 2 and the message alone (it already
     says the file, line and fix), not a traceback.
     """
-    parser = argparse.ArgumentParser(prog=f"stages.{stage}", description=f"DVC stage {stage}")
-    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    parser.add_argument("--section", default=section, help=f"params section (default: {section})")
-    args = parser.parse_args(argv)
-    setup_logging()
     try:
-        cfg = load_section(args.section, model, Path(args.params))
+        args, cfgs = stage_setup_sections(stage, {section: model}, argv)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    log.info("stage %s: params section '%s' of %s", stage, args.section, args.params)
-    return args, cfg
+    return args, cfgs[section]
+
+
+def _missing_input(exc: FileNotFoundError) -> str:
+    name = exc.filename or str(exc)
+    return f"input not found: {name}; run the stage that makes it (dvc repro), or fix the path in params.yaml"
+
+
+def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> int:
+    """Run a stage body; a user error becomes one ``error: ...`` line and an exit code (see the
+    module docstring). ``--debug`` in ``argv`` (default ``sys.argv``) also prints the traceback."""
+    from pipelines.llm.types import LLMError
+
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        code = body()
+        return 0 if code is None else int(code)
+    except SystemExit as exc:  # argparse (--help, bad flags) and stage_setup's config exit
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except ConfigError as exc:
+        error, message, code = exc, str(exc), 2
+    except FileNotFoundError as exc:
+        error, message, code = exc, _missing_input(exc), 1
+    except (LLMError, StageError) as exc:
+        error, message, code = exc, str(exc), 1
+    if debug:
+        traceback.print_exception(error)
+    print(f"error: {message}", file=sys.stderr)
+    return code
 
 
 def write_metrics(path: Path | str, metrics: dict[str, Any], run: StageRun | None = None) -> None:

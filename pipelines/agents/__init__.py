@@ -1,6 +1,10 @@
-"""The agent runtime shared by every team: templates, agents, the call limit, the runner."""
+"""The agent runtime shared by every team: templates, agents, the call limit, the runner.
 
-from pipelines.agents.agent import Agent, AgentRecord, ParseError, to_jsonable
+The generation harness (systems over samples, streamed outputs, failure budget) is
+:mod:`pipelines.agents.harness`; the generic reply parsers are :mod:`pipelines.agents.parsing`.
+"""
+
+from pipelines.agents.agent import Agent, AgentRecord, AgentSchemaError, OutputMode, ParseError, to_jsonable
 from pipelines.agents.limits import CallLimiter, call_slot
 from pipelines.agents.runner import Runner, RunReport, SampleOutcome, SampleTrace
 from pipelines.agents.templates import PromptTemplate, TemplateError
@@ -8,6 +12,8 @@ from pipelines.agents.templates import PromptTemplate, TemplateError
 __all__ = [
     "Agent",
     "AgentRecord",
+    "AgentSchemaError",
+    "OutputMode",
     "CallLimiter",
     "ParseError",
     "PromptTemplate",

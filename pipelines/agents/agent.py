@@ -2,34 +2,55 @@
 
 Render, call and parse are separate steps, each testable alone::
 
-    planner = Agent("planner", Path(__file__).parent, parse_plan, max_attempts=2)
-    messages = planner.render(language="en", definition=k)      # exact prompt
-    plan = planner.parse(reply_text)                            # typed result or ParseError
-    record = await planner.run(llm, {"definition": k}, sample_index=0)
+    planner = Agent("planner", Path(__file__).parent, parse_plan, output=PlanOutput, max_tokens=128)
+    messages = planner.render("en", definition=k)                       # exact prompt (text mode)
+    plan = planner.parse(reply_text)                                    # typed result or ParseError
+    record = await planner.run(llm, {"definition": k}, sample_index=0, tag="plan", mode="json")
 
-``run`` renders, calls the LLM inside the run's concurrency slot, parses, and re-asks a reply
-that does not parse (with the next sample index, so the request cache keeps both) up to
-``max_attempts`` times. It never raises for a bad reply or a failed call: it returns an
-:class:`AgentRecord` with ``ok=False`` and the error, which becomes a trace row.
+Two output modes, chosen per team in params:
+
+- ``text``: the paper's prompt; ``parser(reply) -> T`` reads the free-text reply.
+- ``json``: the template is rendered with ``output_mode="json"`` and ``output_schema`` (the pretty
+  JSON schema of the ``output`` pydantic model), the schema goes to the backend in
+  ``SamplingParams.json_schema`` (constrained decoding where the backend has it), and the reply is
+  validated by the model; ``from_output`` (or ``model.to_result()``) maps it to the same typed
+  result as the text parser.
+
+``run`` renders, calls ``llm.chat`` with the sample index, the attempt number and the call tag
+(the request-cache key holds all three), parses every choice, and re-asks a reply that does not
+parse up to ``max_attempts`` times. It never raises for a bad reply or a failed call: it returns an
+:class:`AgentRecord` with ``ok=False`` and the error, which becomes a trace row. The one exception
+is a schema the backend cannot compile: :class:`AgentSchemaError` naming the agent.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import inspect
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from pipelines.agents.limits import call_slot
 from pipelines.agents.templates import PromptTemplate
 from pipelines.llm.types import LLMError, Message, SamplingParams
 
 T = TypeVar("T")
+OutputMode = Literal["text", "json"]
+OUTPUT_MODES = ("text", "json")
+SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "stop", "seed", "n")
 
 
 class ParseError(ValueError):
     """A reply that does not have the expected form; the message says what was missing."""
+
+
+class AgentSchemaError(LLMError):
+    """An agent's output schema cannot be used (not JSON-schema-able, or the backend cannot compile it)."""
 
 
 def to_jsonable(value: Any) -> Any:
@@ -50,7 +71,9 @@ class AgentRecord(Generic[T]):
     """What one agent did for one sample: prompt, final reply, parsed result, usage, errors.
 
     ``calls`` counts LLM requests (retries included); ``usage`` sums their tokens; ``replies``
-    keeps every raw reply when there was more than one attempt.
+    keeps every raw reply when there was more than one; ``unparseable`` counts replies that did
+    not parse; ``choices`` holds every choice of the last call (``{"text", "parsed", "error"}``)
+    when ``n > 1``; ``error_kind`` is ``"llm"`` (the call failed), ``"parse"`` or None.
     """
 
     agent: str
@@ -65,6 +88,11 @@ class AgentRecord(Generic[T]):
     calls: int = 0
     replies: list[str] = field(default_factory=list)
     latency_s: float = 0.0
+    choices: list[dict[str, Any]] = field(default_factory=list)
+    unparseable: int = 0
+    error_kind: str | None = None
+    mode: str = "text"
+    tag: str = ""
 
     def to_trace(self, sample_id: str, **extra: Any) -> dict[str, Any]:
         """The trace row (shared format: sample_id, agent, role, prompt, reply, parsed, ok, ...)."""
@@ -80,19 +108,38 @@ class AgentRecord(Generic[T]):
             "usage": dict(self.usage),
             "cached": self.cached,
             "calls": self.calls,
+            "mode": self.mode,
+            "unparseable": self.unparseable,
+            "error_kind": self.error_kind,
         }
+        if self.tag:
+            row["tag"] = self.tag
         if len(self.replies) > 1:
             row["replies"] = list(self.replies)
+        if len(self.choices) > 1:
+            row["choices"] = [{**c, "parsed": to_jsonable(c["parsed"])} for c in self.choices]
         row.update({k: to_jsonable(v) for k, v in extra.items()})
         return row
 
 
-class Agent(Generic[T]):
-    """A named prompt template (``<folder>/<name>.<lang>.j2``) and a parser ``str -> T``.
+def _chat_takes_attempt(llm: Any) -> bool:
+    """True when ``llm.chat`` has the ``attempt``/``tag`` keywords (and so takes the call slot itself)."""
+    try:
+        return "attempt" in inspect.signature(llm.chat).parameters
+    except (TypeError, ValueError):
+        return False
 
-    ``role`` selects the LLM in :meth:`LLMRuntime.for_role` (defaults to ``name``);
-    ``max_tokens`` overrides the role's default length; ``retry_temperature`` is used for
-    re-asks when the first call was greedy, so a retry can give a different reply.
+
+class Agent(Generic[T]):
+    """A named prompt template (``<folder>/<name>.<lang>.j2``), a parser ``str -> T`` and sampling.
+
+    ``role`` selects the LLM in :meth:`LLMRuntime.for_role` (defaults to ``name``). ``output`` (a
+    pydantic model class) declares the typed result for ``json`` mode; ``from_output(model)`` (else
+    ``model.to_result()`` when defined, else the model itself) maps a validated reply to ``T``.
+    ``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``seed`` and ``n`` override the role's
+    sampling (``llm.sampling`` overlaid by ``llm.roles.<role>.sampling``) for this agent; None keeps
+    the role's value.
+    ``retry_temperature`` is used for re-asks when the first call was greedy.
     """
 
     def __init__(
@@ -102,8 +149,15 @@ class Agent(Generic[T]):
         parser: Callable[[str], T],
         *,
         role: str | None = None,
+        output: type[BaseModel] | None = None,
+        from_output: Callable[[Any], T] | None = None,
         max_attempts: int = 2,
+        temperature: float | None = None,
+        top_p: float | None = None,
         max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+        n: int | None = None,
         retry_temperature: float | None = None,
         default_language: str = "en",
     ):
@@ -113,45 +167,113 @@ class Agent(Generic[T]):
         self.role = role or name
         self.template = PromptTemplate(folder, name)
         self.parser = parser
+        self.output = output
+        self.from_output = from_output
         self.max_attempts = max_attempts
-        self.max_tokens = max_tokens
+        self.sampling = {
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+            "stop": tuple(stop) if stop is not None else None,
+            "seed": seed,
+            "n": n,
+        }
         self.retry_temperature = retry_temperature
         self.default_language = default_language
+        self.json_schema: dict[str, Any] | None = None
+        if output is not None:
+            try:
+                self.json_schema = output.model_json_schema()
+                json.dumps(self.json_schema)
+            except Exception as exc:  # pydantic cannot express a field type as JSON schema
+                why = f"agent {name!r}: output model {output.__name__} has no JSON schema: {exc}"
+                raise AgentSchemaError(why) from exc
 
-    def render(self, language: str | None = None, **vars: Any) -> list[Message]:
-        """The exact chat messages for ``vars`` in ``language`` (en, zh, ...)."""
-        return self.template.render(language or self.default_language, **vars)
+    @property
+    def max_tokens(self) -> int | None:
+        return self.sampling["max_tokens"]
 
-    def parse(self, text: str | None) -> T:
+    def output_schema_text(self) -> str:
+        """The pretty JSON schema shown to the model in json mode ("" without an output model)."""
+        return json.dumps(self.json_schema, ensure_ascii=False, indent=2) if self.json_schema else ""
+
+    def render(self, language: str | None = None, *, output_mode: OutputMode = "text", **vars: Any) -> list[Message]:
+        """The exact chat messages for ``vars`` in ``language`` (en, zh, ...) and output mode."""
+        self._check_mode(output_mode)
+        schema = self.output_schema_text() if output_mode == "json" else ""
+        return self.template.render(
+            language or self.default_language, output_mode=output_mode, output_schema=schema, **vars
+        )
+
+    def parse(self, text: str | None, mode: OutputMode = "text") -> T:
         """Parsed result of a reply; raises :class:`ParseError` for an empty or malformed one."""
         if text is None or not text.strip():
             raise ParseError("empty reply")
-        return self.parser(text)
+        if mode == "text":
+            return self.parser(text)
+        self._check_mode(mode)
+        from pipelines.agents.parsing import json_object
 
-    def _params(self, base: SamplingParams, attempt: int) -> SamplingParams:
-        changes: dict[str, Any] = {}
-        if self.max_tokens is not None:
-            changes["max_tokens"] = self.max_tokens
-        if attempt > 0 and self.retry_temperature is not None and base.temperature == 0:
+        try:
+            value = self.output.model_validate(json_object(text))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "reply"
+            raise ParseError(f"reply does not match {self.output.__name__}: {where}: {first['msg']}") from None
+        if self.from_output is not None:
+            return self.from_output(value)
+        to_result = getattr(value, "to_result", None)
+        return to_result() if callable(to_result) else value
+
+    def _check_mode(self, mode: str) -> None:
+        if mode not in OUTPUT_MODES:
+            raise ValueError(f"agent {self.name!r}: output mode {mode!r}; use one of {', '.join(OUTPUT_MODES)}")
+        if mode == "json" and self.output is None:
+            raise ValueError(f"agent {self.name!r} declares no output model, so it cannot run in json mode")
+
+    def params(self, base: SamplingParams, attempt: int = 0, mode: OutputMode = "text") -> SamplingParams:
+        """``base`` overlaid by this agent's sampling, the retry temperature and the json schema."""
+        changes = {k: v for k, v in self.sampling.items() if v is not None}
+        temperature = changes.get("temperature", base.temperature)
+        if attempt > 0 and self.retry_temperature is not None and temperature == 0:
             changes["temperature"] = self.retry_temperature
+        if mode == "json":
+            changes["json_schema"] = self.json_schema
         return dataclasses.replace(base, **changes) if changes else base
 
-    async def run(self, llm: Any, vars: dict[str, Any], sample_index: int = 0) -> AgentRecord[T]:
-        """Render, call (within the run's concurrency slot), parse, retry a bad reply; never raises
-        for a bad reply or an :class:`LLMError` (see ``ok`` and ``error`` of the record)."""
+    async def _chat(self, llm: Any, messages, params, *, sample_index: int, attempt: int, tag: str):
+        if _chat_takes_attempt(llm):  # the call slot is taken inside LLM.chat after a cache miss
+            return await llm.chat(messages, params, sample_index=sample_index, attempt=attempt, tag=tag)
+        async with call_slot():  # an LLM without attempt/tag: hold the run's slot here
+            return await llm.chat(messages, params, sample_index=sample_index + attempt)
+
+    async def run(
+        self,
+        llm: Any,
+        vars: dict[str, Any],
+        sample_index: int = 0,
+        *,
+        tag: str = "",
+        mode: OutputMode = "text",
+    ) -> AgentRecord[T]:
+        """Render, call, parse every choice, retry a bad reply; never raises for a bad reply or an
+        :class:`LLMError` (see ``ok`` and ``error`` of the record)."""
         vars = dict(vars)
         language = vars.pop("language", None)
-        messages = self.render(language, **vars)
-        record: AgentRecord[T] = AgentRecord(agent=self.name, role=self.role, prompt=messages, cached=True)
+        messages = self.render(language, output_mode=mode, **vars)
+        record: AgentRecord[T] = AgentRecord(
+            agent=self.name, role=self.role, prompt=messages, cached=True, mode=mode, tag=tag
+        )
         for attempt in range(self.max_attempts):
-            params = self._params(llm.default_params, attempt)
+            params = self.params(llm.default_params, attempt, mode)
             try:
-                async with call_slot():
-                    result = await llm.chat(messages, params, sample_index=sample_index + attempt)
+                result = await self._chat(llm, messages, params, sample_index=sample_index, attempt=attempt, tag=tag)
             except LLMError as exc:
+                if "json_schema cannot be compiled" in str(exc):
+                    raise AgentSchemaError(f"agent {self.name!r} ({self.role}): {exc}") from exc
                 record.calls += 1
                 record.cached = False
-                record.error = f"llm: {exc}"
+                record.error, record.error_kind = f"llm: {exc}", "llm"
                 return record
             record.calls += 1
             record.cached = record.cached and result.cached
@@ -160,11 +282,20 @@ class Agent(Generic[T]):
             record.usage["completion_tokens"] += result.usage.completion_tokens
             record.reply = result.text
             record.replies.append(result.text)
-            try:
-                record.parsed = self.parse(result.text)
-            except (ParseError, ValueError) as exc:  # ValueError: e.g. json's limit on huge integers
-                record.error = f"parse (attempt {attempt + 1}/{self.max_attempts}): {exc}"
+            record.choices = [self._parse_choice(choice.text, mode) for choice in result.choices]
+            record.unparseable += sum(c["error"] is not None for c in record.choices)
+            good = next((c for c in record.choices if c["error"] is None), None)
+            if good is None:
+                why = record.choices[0]["error"] if record.choices else "no choices returned"
+                record.error, record.error_kind = f"parse (attempt {attempt + 1}/{self.max_attempts}): {why}", "parse"
                 continue
-            record.ok, record.error = True, None
+            record.parsed, record.reply = good["parsed"], good["text"]
+            record.ok, record.error, record.error_kind = True, None, None
             return record
         return record
+
+    def _parse_choice(self, text: str, mode: OutputMode) -> dict[str, Any]:
+        try:
+            return {"text": text, "parsed": self.parse(text, mode), "error": None}
+        except (ParseError, ValueError) as exc:  # ValueError: e.g. json's limit on huge integers
+            return {"text": text, "parsed": None, "error": str(exc)}

@@ -1,14 +1,16 @@
-"""Drive many samples concurrently under one limit; collect results and traces; never stop on one.
+"""Drive many samples concurrently under one limit; deliver each sample's outcome in input order.
 
     runner = Runner(concurrency=64, desc="tagging")
-    report = await runner.run(examples, team.tag, sample_id=lambda ex: ex.id)
-    report.write_traces("data/generated/tagging/traces.jsonl")
+    report = await runner.run(examples, team.tag, sample_id=lambda ex: ex.id, on_done=writer.write)
 
 ``worker(item, trace)`` handles one sample and returns its result; it adds trace rows to
 ``trace`` (a :class:`SampleTrace`). Every LLM call inside it shares the run's
 :class:`CallLimiter` (see :mod:`pipelines.agents.limits`), so the engine always sees up to
 ``concurrency`` requests and no more. Samples are admitted in order, at most ``max_pending`` at
-a time, so memory stays bounded on large inputs. An exception in one sample is logged, counted
+a time; ``on_done(outcome)`` receives every :class:`SampleOutcome` in input order as soon as it
+and all earlier samples are done, and a sample's admission slot is freed only then, so memory
+stays bounded on any number of samples. Without ``on_done`` the report keeps the outcomes
+(results and traces; for tests and small runs). An exception in one sample is logged, counted
 in ``report.failures`` and stored in its outcome; the run goes on.
 """
 
@@ -18,6 +20,7 @@ import asyncio
 import logging
 import time
 import traceback
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from tqdm.auto import tqdm
 
-from pipelines.agents.agent import AgentRecord
+from pipelines.agents.agent import AgentRecord, to_jsonable
 from pipelines.agents.limits import CallLimiter, install
 from pipelines.io import write_jsonl_atomic
 
@@ -36,18 +39,56 @@ R = TypeVar("R")
 
 
 class SampleTrace:
-    """Trace rows of one sample, in the order its agents finished."""
+    """Trace rows of one sample, in the order its steps finished; ``extra`` is added to every row
+    (the harness adds ``system``)."""
 
-    def __init__(self, sample_id: str):
+    def __init__(self, sample_id: str, **extra: Any):
         self.sample_id = sample_id
+        self.extra = extra
         self.rows: list[dict[str, Any]] = []
 
     def add(self, record: AgentRecord, **extra: Any) -> None:
-        """Append an agent's record (as a trace row) with extra fields (e.g. ``sandbox``)."""
-        self.rows.append(record.to_trace(self.sample_id, **extra))
+        """Append an LLM step: an agent's record as a trace row, with extra fields (e.g. ``sandbox``)."""
+        self.rows.append({**record.to_trace(self.sample_id, **extra), **self.extra})
+
+    def add_result(
+        self,
+        agent: str,
+        role: str,
+        *,
+        result: Any,
+        ok: bool = True,
+        error: str | None = None,
+        inputs: dict[str, Any] | None = None,
+        latency_s: float = 0.0,
+        **extra: Any,
+    ) -> None:
+        """Append a non-LLM step (aggregation, retrieval, sandbox) in the trace row format.
+
+        A retrieval step: ``add_result("retrieval", group, inputs={"queries": [...]},
+        result={"hits": [{"id", "kind", "score", "text"}, ...]}, latency_s=0.12)``.
+        """
+        row = {
+            "sample_id": self.sample_id,
+            "agent": agent,
+            "role": role,
+            "prompt": None,
+            "reply": None,
+            "parsed": to_jsonable(result),
+            "ok": ok,
+            "error": error,
+            "usage": {},
+            "cached": False,
+        }
+        if inputs is not None:
+            row["inputs"] = to_jsonable(inputs)
+        if latency_s:
+            row["latency_s"] = round(latency_s, 6)
+        row.update({k: to_jsonable(v) for k, v in extra.items()})
+        self.rows.append({**row, **self.extra})
 
     def add_row(self, row: dict[str, Any]) -> None:
-        self.rows.append({"sample_id": self.sample_id, **row})
+        self.rows.append({"sample_id": self.sample_id, **row, **self.extra})
 
 
 @dataclass
@@ -68,15 +109,18 @@ class SampleOutcome(Generic[R]):
 
 @dataclass
 class RunReport(Generic[R]):
-    """All outcomes in input order, failures counted, wall time and peak concurrency."""
+    """Counts of a run; ``outcomes`` only when the run had no ``on_done`` sink (else empty).
+
+    ``errors`` counts failed samples by error type; ``first_errors`` keeps one message per type.
+    """
 
     outcomes: list[SampleOutcome[R]] = field(default_factory=list)
     wall_s: float = 0.0
     peak_concurrency: int = 0
-
-    @property
-    def failures(self) -> int:
-        return sum(not o.ok for o in self.outcomes)
+    samples: int = 0
+    failures: int = 0
+    errors: Counter = field(default_factory=Counter)
+    first_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def results(self) -> list[R | None]:
@@ -86,7 +130,7 @@ class RunReport(Generic[R]):
         return [row for o in self.outcomes for row in o.trace]
 
     def write_traces(self, path: Path | str) -> int:
-        """Write every trace row as JSONL, atomically; returns the number of rows."""
+        """Write every kept trace row as JSONL, atomically; returns the number of rows."""
         return write_jsonl_atomic(path, self.trace_rows())
 
 
@@ -107,12 +151,33 @@ class Runner:
         worker: Callable[[I, SampleTrace], Awaitable[R]],
         *,
         sample_id: Callable[[I], str] | None = None,
+        on_done: Callable[[SampleOutcome[R]], None] | None = None,
+        total: int | None = None,
     ) -> RunReport[R]:
-        items = list(items)
-        outcomes: list[SampleOutcome[R] | None] = [None] * len(items)
+        """Run every item; ``on_done`` gets outcomes in input order (see the module docstring)."""
+        report: RunReport[R] = RunReport()
         admission = asyncio.Semaphore(self.max_pending)
-        bar = tqdm(total=len(items), desc=self.desc, unit="sample", disable=not self.progress)
+        finished: dict[int, SampleOutcome[R]] = {}
+        next_index = [0]
+        total = total if total is not None else (len(items) if hasattr(items, "__len__") else None)
+        bar = tqdm(total=total, desc=self.desc, unit="sample", disable=not self.progress)
         start = time.perf_counter()
+
+        def deliver() -> None:
+            while next_index[0] in finished:
+                outcome = finished.pop(next_index[0])
+                next_index[0] += 1
+                report.samples += 1
+                if not outcome.ok:
+                    report.failures += 1
+                    kind = outcome.error.split(":", 1)[0]
+                    report.errors[kind] += 1
+                    report.first_errors.setdefault(kind, outcome.error)
+                if on_done is None:
+                    report.outcomes.append(outcome)
+                else:
+                    on_done(outcome)
+                admission.release()
 
         async def one(index: int, item: I) -> None:
             install(self.limiter, index)
@@ -125,28 +190,27 @@ class Runner:
                 log.warning("sample %s failed: %s", sid, exc)
                 log.debug("%s", traceback.format_exc())
                 result, error = None, f"{type(exc).__name__}: {exc}"
-            outcomes[index] = SampleOutcome(index, sid, result, error, trace.rows, time.perf_counter() - began)
+            finished[index] = SampleOutcome(index, sid, result, error, trace.rows, time.perf_counter() - began)
             bar.update(1)
+            deliver()
             if error:
-                bar.set_postfix(failed=sum(1 for o in outcomes if o is not None and not o.ok))
+                bar.set_postfix(failed=report.failures)
 
-        async def admitted(index: int, item: I) -> None:
-            try:
-                await one(index, item)
-            finally:
-                admission.release()
-
-        tasks = []
+        tasks: set[asyncio.Task] = set()
         try:
             for index, item in enumerate(items):
                 await admission.acquire()
-                tasks.append(asyncio.create_task(admitted(index, item)))
-            await asyncio.gather(*tasks)
+                task = asyncio.create_task(one(index, item))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            while tasks:
+                await asyncio.gather(*list(tasks))
         finally:
-            for task in tasks:
+            for task in list(tasks):
                 task.cancel()
             bar.close()
-        report = RunReport([o for o in outcomes if o is not None], time.perf_counter() - start, self.limiter.peak)
+        report.wall_s = time.perf_counter() - start
+        report.peak_concurrency = self.limiter.peak
         if report.failures:
-            log.warning("%s: %d of %d samples failed (see their outcomes)", self.desc, report.failures, len(items))
+            log.warning("%s: %d of %d samples failed", self.desc, report.failures, report.samples)
         return report

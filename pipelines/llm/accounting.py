@@ -1,9 +1,21 @@
-"""Usage accounting per agent role: calls, tokens, cache hits, errors and latency."""
+"""Usage accounting per agent role: calls, tokens, cache hits, errors and latency.
+
+Every call is also attributed to the current *usage scope* (a context variable; the generation
+harness opens one per system), so a stage running several systems over the same samples gets each
+system's usage without a table of which roles belong to which system::
+
+    with usage_scope("team"):
+        await team.tag(example, trace)          # every llm.chat in here counts for "team"
+    accounting.scope_summary("team")            # {"planner": {...}, ..., "total": {...}}
+"""
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,38 +52,74 @@ class RoleUsage:
         }
 
 
+_scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("edumas_usage_scope", default=None)
+
+
+@contextmanager
+def usage_scope(name: str) -> Iterator[None]:
+    """Attribute every call made in this context (and the tasks it creates) to scope ``name``."""
+    token = _scope.set(name)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def _summaries(roles: dict[str, RoleUsage]) -> dict[str, dict[str, Any]]:
+    out = {role: usage.summary() for role, usage in sorted(roles.items())}
+    total = RoleUsage()
+    for usage in roles.values():
+        total.calls += usage.calls
+        total.cache_hits += usage.cache_hits
+        total.errors += usage.errors
+        total.prompt_tokens += usage.prompt_tokens
+        total.completion_tokens += usage.completion_tokens
+        total.latencies.extend(usage.latencies)
+    out["total"] = total.summary()
+    return out
+
+
 class Accounting:
-    """Collects :class:`RoleUsage` per role; ``summary()`` adds a ``total`` entry."""
+    """Collects :class:`RoleUsage` per role, and per role within each usage scope.
+
+    ``summary()`` is per role plus ``total``; ``scope_summary(name)`` the same for one scope;
+    ``report()`` both (``{"total", "roles", "systems": {scope: {role..., "total"}}}``).
+    """
 
     def __init__(self) -> None:
         self.roles: dict[str, RoleUsage] = defaultdict(RoleUsage)
+        self.scopes: dict[str, dict[str, RoleUsage]] = defaultdict(lambda: defaultdict(RoleUsage))
+
+    def _targets(self, role: str) -> list[RoleUsage]:
+        scope = _scope.get()
+        return [self.roles[role]] + ([self.scopes[scope][role]] if scope is not None else [])
 
     def record(self, role: str, *, prompt_tokens: int, completion_tokens: int, cached: bool, latency_s: float) -> None:
-        usage = self.roles[role]
-        usage.calls += 1
-        usage.cache_hits += int(cached)
-        usage.prompt_tokens += prompt_tokens
-        usage.completion_tokens += completion_tokens
-        if not cached:
-            usage.latencies.append(latency_s)
+        for usage in self._targets(role):
+            usage.calls += 1
+            usage.cache_hits += int(cached)
+            usage.prompt_tokens += prompt_tokens
+            usage.completion_tokens += completion_tokens
+            if not cached:
+                usage.latencies.append(latency_s)
 
     def record_error(self, role: str) -> None:
-        usage = self.roles[role]
-        usage.calls += 1
-        usage.errors += 1
+        for usage in self._targets(role):
+            usage.calls += 1
+            usage.errors += 1
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        out = {role: usage.summary() for role, usage in sorted(self.roles.items())}
-        total = RoleUsage()
-        for usage in self.roles.values():
-            total.calls += usage.calls
-            total.cache_hits += usage.cache_hits
-            total.errors += usage.errors
-            total.prompt_tokens += usage.prompt_tokens
-            total.completion_tokens += usage.completion_tokens
-            total.latencies.extend(usage.latencies)
-        out["total"] = total.summary()
-        return out
+        return _summaries(self.roles)
+
+    def scope_summary(self, scope: str) -> dict[str, dict[str, Any]]:
+        """Per role and ``total`` of the calls made inside ``usage_scope(scope)`` (zeros if none)."""
+        return _summaries(self.scopes.get(scope, {}))
+
+    def report(self) -> dict[str, Any]:
+        """What ``usage.json`` holds: overall total, per role, and per scope (system)."""
+        roles = self.summary()
+        total = roles.pop("total")
+        return {"total": total, "roles": roles, "systems": {s: self.scope_summary(s) for s in sorted(self.scopes)}}
 
     def write(self, path: Path | str) -> None:
         """Write the summary as metrics JSON (atomically)."""

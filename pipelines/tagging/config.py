@@ -1,11 +1,12 @@
-"""The ``tagging`` section of params.yaml (stage ``generate@tagging``)."""
+"""The ``tagging`` section of params.yaml (stage ``generate_tagging``)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from pipelines.agents.harness import GenerationOutputs, check_roles
 from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 from pipelines.tagging.baselines.embedding import EmbeddingBaselineConfig
@@ -14,6 +15,8 @@ from pipelines.tagging.data import DemoConfig, TaggingDataConfig
 from pipelines.tagging.team import TeamConfig
 
 System = Literal["team", "single_llm", "embedding", "plm"]
+ROLES = ("planner", "solver", "semantic_judge", "numerical_judge", "single_llm")
+"""The tagging team's LLM roles (``llm.roles`` may name only these)."""
 
 
 class SFTConfig(StrictModel):
@@ -23,7 +26,9 @@ class SFTConfig(StrictModel):
     require_no_failures: bool = True
 
 
-class OutputsConfig(StrictModel):
+class OutputsConfig(GenerationOutputs):
+    """The one place the stage's output folders are named (dvc.yaml lists the files in them)."""
+
     generated_dir: str = "data/generated/tagging"
     reports_dir: str = "reports/generate_tagging"
 
@@ -32,7 +37,9 @@ class TaggingConfig(StrictModel):
     data: TaggingDataConfig = TaggingDataConfig()
     demos: DemoConfig = DemoConfig()
     systems: list[System] = Field(default_factory=lambda: ["team", "single_llm", "embedding", "plm"], min_length=1)
+    output_mode: Literal["text", "json"] = "json"
     concurrency: int = Field(16, ge=1)
+    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
     llm: LLMConfig
     team: TeamConfig = TeamConfig()
     embedding: EmbeddingBaselineConfig = EmbeddingBaselineConfig()
@@ -40,3 +47,9 @@ class TaggingConfig(StrictModel):
     sft: SFTConfig = SFTConfig()
     outputs: OutputsConfig = OutputsConfig()
     progress: bool = True
+
+    @field_validator("llm")
+    @classmethod
+    def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
+        check_roles(llm, ROLES)
+        return llm

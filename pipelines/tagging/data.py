@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
+
 from pipelines.config import StrictModel
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ class TaggingDataConfig(StrictModel):
     default_language: Literal["en", "zh"] = "en"
     languages: list[Literal["en", "zh"]] | None = None
     knowledge_ids: list[str] | None = None
-    limit: int | None = None
+    limit: int | None = Field(None, ge=1)  # null = every pair; 0 or less would evaluate nothing
     seed: int = 0
 
 

@@ -1,5 +1,5 @@
-"""Binary tagging metrics: accuracy, precision, recall, F1 and confusion counts, overall and per
-knowledge id (positive class = 1, "the question tests the knowledge"; 0/0 ratios are 0)."""
+"""Binary tagging metrics from scikit-learn: accuracy, precision, recall, F1 and confusion counts,
+overall and per knowledge id (positive class = 1, "the question tests the knowledge"; 0/0 ratios are 0)."""
 
 from __future__ import annotations
 
@@ -7,30 +7,32 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+
 
 def confusion(y_true: Sequence[int], y_pred: Sequence[int]) -> dict[str, int]:
     if len(y_true) != len(y_pred):
         raise ValueError(f"{len(y_true)} labels but {len(y_pred)} predictions")
-    counts = {"tp": 0, "fp": 0, "tn": 0, "fn": 0}
-    for truth, pred in zip(y_true, y_pred, strict=False):
-        key = ("t" if truth == pred else "f") + ("p" if pred else "n")
-        counts[key] += 1
-    return counts
+    if not y_true:
+        return {"tp": 0, "fp": 0, "tn": 0, "fn": 0}
+    tn, fp, fn, tp = confusion_matrix(y_true, y_pred, labels=[0, 1]).ravel()
+    return {"tp": int(tp), "fp": int(fp), "tn": int(tn), "fn": int(fn)}
 
 
 def binary_metrics(y_true: Sequence[int], y_pred: Sequence[int]) -> dict[str, Any]:
     """``{"n", "accuracy", "precision", "recall", "f1", "confusion": {tp, fp, tn, fn}}``."""
     c = confusion(y_true, y_pred)
-    n = sum(c.values())
-    precision = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else 0.0
-    recall = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    if not y_true:
+        return {"n": 0, "accuracy": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "confusion": c}
+    precision, recall, f1, _ = precision_recall_fscore_support(
+        y_true, y_pred, labels=[1], average="binary", pos_label=1, zero_division=0
+    )
     return {
-        "n": n,
-        "accuracy": (c["tp"] + c["tn"]) / n if n else 0.0,
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
+        "n": len(y_true),
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "precision": float(precision),
+        "recall": float(recall),
+        "f1": float(f1),
         "confusion": c,
     }
 

@@ -1,11 +1,12 @@
-"""Stage ``generate@tagging`` as one function: read pairs, hold out demonstrations, run the
+"""Stage ``generate_tagging`` as one function: read pairs, hold out demonstrations, run the
 chosen systems (team, single LLM, embedding similarity, PLM fine-tuning) on the same evaluated
-pairs, and write predictions, traces, SFT rows, metrics, the Table-4-style table and a plot.
+pairs through the generation harness, and write predictions, traces, SFT rows, the usage, the
+Table-4-style table and a plot.
 
-Outputs (``outputs.generated_dir`` / ``outputs.reports_dir``):
-``predictions.jsonl`` (one row per pair, every system's verdict), ``traces.jsonl`` (every agent
-call: prompt, reply, parsed, sandbox result, usage), ``sft.jsonl``; ``metrics.json``,
-``usage.json`` (per role), ``table.md``, ``metrics.png``.
+Outputs (``outputs.generated_dir`` / ``outputs.reports_dir``): ``predictions.jsonl`` (one row per
+pair, every system's verdict), ``traces.jsonl`` (every agent call: prompt, reply, parsed, sandbox
+result, usage; streamed), ``sft.jsonl``; ``usage.json`` (per system and role), ``failures.json``,
+``table.md``, ``metrics.png``. The stage writes ``metrics.json`` (the returned metrics).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pipelines.agents import Runner, SampleTrace, to_jsonable
-from pipelines.io import write_json_atomic, write_jsonl_atomic
+from pipelines.agents import SampleTrace
+from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, preflight, run_systems
 from pipelines.llm.client import LLMRuntime
 from pipelines.tagging.agents.single_llm import make_single_llm
 from pipelines.tagging.baselines import embedding as embedding_baseline
@@ -25,86 +26,106 @@ from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.data import TaggingExample, limit_examples, read_examples, split_demonstrations
 from pipelines.tagging.metrics import binary_metrics, metrics_by_group
 from pipelines.tagging.report import write_plot, write_table
-from pipelines.tagging.sft import sft_rows
-from pipelines.tagging.team import TaggingTeam
+from pipelines.tagging.sft import sft_row_for
+from pipelines.tagging.team import TaggingTeam, TeamVerdict
 
 log = logging.getLogger(__name__)
-
-ROLES = {"team": ("planner", "solver", "semantic_judge", "numerical_judge"), "single_llm": ("single_llm",)}
+LLM_SYSTEMS = ("team", "single_llm")
 
 
 def _demo_vars(demos: list[TaggingExample]) -> list[dict[str, Any]]:
     return [{"question": d.question, "label": d.label, "rationale": d.rationale} for d in demos]
 
 
-async def run_team(runtime: LLMRuntime, cfg: TaggingConfig, shown, evaluation):
-    """Team verdicts (None for a sample that crashed) and the run report with its traces."""
-    team = TaggingTeam(runtime.for_role, cfg.team, shown)
+def team_system(runtime: LLMRuntime, cfg: TaggingConfig, shown) -> System:
+    """The multi-agent team; its aggregate verdict is traced as a non-LLM step."""
+    team = TaggingTeam(runtime.for_role, cfg.team, shown, mode=cfg.output_mode)
 
-    async def worker(example: TaggingExample, trace: SampleTrace):
+    async def worker(example: TaggingExample, trace: SampleTrace) -> TeamVerdict:
         verdict = await team.tag(example, trace)
-        trace.add_row(
-            {
-                "agent": "team",
-                "role": "aggregate",
-                "prompt": None,
-                "reply": None,
-                "parsed": to_jsonable(verdict),
-                "ok": verdict.failures == 0,
-                "error": None,
-                "usage": {},
-                "cached": False,
-                "label": example.label,
-            }
-        )
+        trace.add_result("team", "aggregate", result=verdict, ok=verdict.failures == 0, label=example.label)
         return verdict
 
-    report = await Runner(cfg.concurrency, desc="tagging team", progress=cfg.progress).run(
-        evaluation, worker, sample_id=lambda e: e.id
+    return System(
+        "team",
+        worker,
+        prediction=lambda v: int(v.verdict) if v is not None else 0,
+        failed_subtasks=lambda v: v.failures if v is not None else 1,
     )
-    return report.results, report
 
 
-async def run_single_llm(runtime: LLMRuntime, cfg: TaggingConfig, shown, evaluation):
+def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, shown) -> System:
+    """The few-shot single-LLM baseline (None for a reply that never parsed)."""
     agent = make_single_llm(max_attempts=cfg.team.max_attempts, retry_temperature=cfg.team.retry_temperature)
     llm = runtime.for_role(agent.role)
 
-    async def worker(example: TaggingExample, trace: SampleTrace):
+    async def worker(example: TaggingExample, trace: SampleTrace) -> bool | None:
         demos = _demo_vars(shown.get(example.concept, []))
-        record = await agent.run(
-            llm,
-            {
-                "definition": example.definition,
-                "question": example.question,
-                "demonstrations": demos,
-                "language": example.language,
-            },
-        )
+        vars = {
+            "definition": example.definition,
+            "question": example.question,
+            "demonstrations": demos,
+            "language": example.language,
+        }
+        record = await agent.run(llm, vars, tag="tag", mode=cfg.output_mode)
         trace.add(record)
         return record.parsed.verdict if record.ok else None
 
-    report = await Runner(cfg.concurrency, desc="single LLM", progress=cfg.progress).run(
-        evaluation, worker, sample_id=lambda e: e.id
+    return System(
+        "single_llm",
+        worker,
+        prediction=lambda v: int(v) if v is not None else 0,
+        failed_subtasks=lambda v: int(v is None),
     )
-    return report.results, report
 
 
-def _system_metrics(evaluation, preds: list[int], usage: dict[str, Any], roles=(), failed=0) -> dict[str, Any]:
+def _system_metrics(evaluation, preds, *, usage: dict[str, Any] | None = None, failed: int = 0, report=None):
     labels = [e.label for e in evaluation]
     n = max(1, len(evaluation))
-    calls = sum(usage.get(r, {}).get("calls", 0) for r in roles)
-    tokens = sum(usage.get(r, {}).get("prompt_tokens", 0) + usage.get(r, {}).get("completion_tokens", 0) for r in roles)
-    return {
+    total = (usage or {}).get("total", {})
+    metrics = {
         "overall": binary_metrics(labels, preds),
         "per_knowledge": metrics_by_group([e.knowledge_id for e in evaluation], labels, preds),
-        "llm_calls_per_question": calls / n,
-        "tokens_per_question": tokens / n,
+        "llm_calls_per_question": total.get("calls", 0) / n,
+        "tokens_per_question": (total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)) / n,
         "failed_subtasks": failed,
     }
+    if report is not None:
+        metrics["failed_samples"] = report.failed_samples
+        metrics["unparseable"] = report.unparseable()
+    return metrics
+
+
+def baseline_predictions(cfg: TaggingConfig, root: Path, embed, evaluation, pool_rows) -> dict[str, list[int]]:
+    """Predictions of the non-LLM systems (embedding similarity, PLM fine-tuning), in ``cfg.systems`` order."""
+    out: dict[str, list[int]] = {}
+    for system in cfg.systems:
+        if system == "embedding":
+            preds, _, threshold = embedding_baseline.predict(cfg.embedding, embed, evaluation, pool_rows)
+            log.info("embedding baseline: threshold %s", threshold)
+            out[system] = preds
+        elif system == "plm":
+            plm_cfg = cfg.plm.model_copy(update={"model": str(root / cfg.plm.model)})
+            out[system], _ = plm_baseline.train_and_predict(plm_cfg, pool_rows, evaluation)
+    return out
 
 
 async def generate_tagging_async(cfg: TaggingConfig, root: Path | str = ".", runtime: LLMRuntime | None = None):
+    """Run the stage; a runtime passed in is used and left open, one made here is closed."""
     root = Path(root)
+    own_runtime = runtime is None
+    runtime = runtime or LLMRuntime(cfg.llm)
+    try:
+        return await _generate(cfg, root, runtime)
+    finally:
+        if own_runtime:
+            await runtime.close()
+
+
+async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
+    llm_systems = [s for s in cfg.systems if s in LLM_SYSTEMS]
+    if llm_systems:
+        await preflight(runtime)
     examples = read_examples(cfg.data, root)
     needs_embedder = "embedding" in cfg.systems or cfg.demos.strategy == "nearest"
     embed = (
@@ -121,85 +142,73 @@ async def generate_tagging_async(cfg: TaggingConfig, root: Path | str = ".", run
         len(pool_rows),
         len(evaluation),
     )
-    gen, rep = root / cfg.outputs.generated_dir, root / cfg.outputs.reports_dir
-    runtime = runtime or LLMRuntime(cfg.llm)
-    predictions: dict[str, list[int]] = {}
-    systems: dict[str, dict[str, Any]] = {}
-    traces: list[dict[str, Any]] = []
-    team_results = None
-    try:
-        for system in cfg.systems:
-            if system in ROLES:
-                runner = run_team if system == "team" else run_single_llm
-                results, report = await runner(runtime, cfg, shown, evaluation)
-                for row in report.trace_rows():
-                    row["system"] = system
-                    traces.append(row)
-                if system == "team":
-                    team_results = results
-                    failed = sum(r.failures for r in results if r is not None) + report.failures
-                    preds = [int(r.verdict) if r is not None else 0 for r in results]
-                else:
-                    failed = sum(r is None for r in results)
-                    preds = [int(r) if r is not None else 0 for r in results]
-                predictions[system] = preds
-                systems[system] = (system, preds, ROLES[system], failed)
-            elif system == "embedding":
-                preds, scores, threshold = embedding_baseline.predict(cfg.embedding, embed, evaluation, pool_rows)
-                predictions[system] = preds
-                systems[system] = (system, preds, (), 0)
-                log.info("embedding baseline: threshold %s", threshold)
-            elif system == "plm":
-                preds, _ = plm_baseline.train_and_predict(
-                    cfg.plm.model_copy(update={"model": str(root / cfg.plm.model)}), pool_rows, evaluation
-                )
-                predictions[system] = preds
-                systems[system] = (system, preds, (), 0)
-        usage = runtime.accounting.summary()
-    finally:
-        if runtime is not None:
-            await runtime.close()
-    metrics_by_system = {
-        name: _system_metrics(evaluation, preds, usage, roles, failed)
-        for name, (_, preds, roles, failed) in systems.items()
-    }
-    rows = [
-        {
+    outputs = GenerationOutputs(
+        generated_dir=str(root / cfg.outputs.generated_dir), reports_dir=str(root / cfg.outputs.reports_dir)
+    )
+    fixed = baseline_predictions(cfg, root, embed, evaluation, pool_rows) if evaluation else {}
+    makers = {"team": team_system, "single_llm": single_llm_system}
+    systems = [makers[name](runtime, cfg, shown) for name in llm_systems]
+    teacher = runtime.spec_for("semantic_judge").model if "team" in llm_systems else ""
+
+    def prediction_row(e: TaggingExample, preds: dict[str, Any]) -> dict[str, Any]:
+        return {
             "id": e.id,
             "knowledge_id": e.knowledge_id,
             "language": e.language,
             "label": e.label,
-            "predictions": {s: p[i] for s, p in predictions.items()},
+            "predictions": preds,
         }
-        for i, e in enumerate(evaluation)
-    ]
-    write_jsonl_atomic(gen / "predictions.jsonl", rows)
-    write_jsonl_atomic(gen / "traces.jsonl", traces)
-    identity = runtime.spec_for("semantic_judge").model if team_results is not None else ""
-    sft = (
-        sft_rows(evaluation, team_results, require_no_failures=cfg.sft.require_no_failures, model=identity)
-        if team_results is not None
-        else []
+
+    def sft(e: TaggingExample, results: dict[str, Any]) -> list[dict[str, Any]]:
+        row = sft_row_for(e, results.get("team"), require_no_failures=cfg.sft.require_no_failures, model=teacher)
+        return [row] if row is not None else []
+
+    report = await run_systems(
+        evaluation,
+        systems,
+        accounting=runtime.accounting,
+        outputs=outputs,
+        sample_id=lambda e: e.id,
+        prediction_row=prediction_row,
+        exports={"sft.jsonl": sft},
+        fixed_predictions=fixed,
+        order=cfg.systems,
+        concurrency=cfg.concurrency,
+        max_failed_share=cfg.max_failed_share,
+        progress=cfg.progress,
+        desc="tagging",
     )
-    write_jsonl_atomic(gen / "sft.jsonl", sft)
+    return _write_reports(cfg, Path(outputs.reports_dir), examples, pool_rows, evaluation, fixed, report)
+
+
+def _write_reports(cfg, reports_dir: Path, examples, pool_rows, evaluation, fixed, report: HarnessReport):
+    metrics_by_system = {}
+    for name in cfg.systems:
+        if name in report.systems:
+            system = report.systems[name]
+            metrics_by_system[name] = _system_metrics(
+                evaluation, system.predictions, usage=system.usage, failed=system.failed_subtasks, report=system
+            )
+        else:
+            metrics_by_system[name] = _system_metrics(evaluation, fixed[name])
     metrics = {
         "n_pairs": len(examples),
         "n_demonstration_pool": len(pool_rows),
         "n_evaluated": len(evaluation),
-        "sft_rows": len(sft),
+        "sft_rows": report.written.get("sft.jsonl", 0),
+        "output_mode": cfg.output_mode,
+        "failed_samples": report.failed_samples,
         "systems": metrics_by_system,
     }
-    write_json_atomic(rep / "usage.json", usage)
     note = (
         f"{len(evaluation)} evaluated pairs from `{cfg.data.path}` ({len(pool_rows)} held out as "
         f"demonstrations). Scores in %. Default offline models are tiny; see README for real runs."
     )
-    write_table(rep / "table.md", metrics_by_system, title="Knowledge tagging (Table 4 layout)", note=note)
-    write_plot(rep / "metrics.png", metrics_by_system)
+    write_table(reports_dir / "table.md", metrics_by_system, title="Knowledge tagging (Table 4 layout)", note=note)
+    write_plot(reports_dir / "metrics.png", metrics_by_system)
     return metrics
 
 
 def generate_tagging(cfg: TaggingConfig, root: Path | str = ".", runtime: LLMRuntime | None = None) -> dict[str, Any]:
-    """Run the stage; returns the metrics (also written to ``reports_dir``, except metrics.json,
-    which the stage writes with :func:`pipelines.stage.write_metrics`)."""
+    """Run the stage; returns the metrics (the stage writes them to ``<reports_dir>/metrics.json``)."""
     return asyncio.run(generate_tagging_async(cfg, root, runtime))

@@ -1,8 +1,9 @@
 """SFT rows from the team's right verdicts: (definition + question) -> the team's reasoned verdict.
 
 The prompt is the single-LLM tagger's template without demonstrations, so the distilled model is
-evaluated as the ``single_llm`` system; the target walks through the sub-constraints (judge
-reasoning, or the numbers and the checking program) and ends with ``<Yes>``/``<No>``.
+evaluated as the ``single_llm`` system (in text mode: the rows are the same whichever output mode
+the team ran in); the target walks through the sub-constraints (judge reasoning, or the numbers
+and the checking program) and ends with ``<Yes>``/``<No>``.
 Row format (shared): ``{"id", "source": "tagging", "messages": [...], "meta": {...}}``.
 """
 
@@ -15,8 +16,10 @@ from pipelines.agents import PromptTemplate
 from pipelines.tagging.agents.single_llm import make_single_llm
 from pipelines.tagging.data import TaggingExample
 from pipelines.tagging.team import TeamVerdict
+from pipelines.training.rows import sft_row
 
 VERDICT_TEMPLATE = PromptTemplate(Path(__file__).parent / "agents", "verdict")
+TAGGER = make_single_llm()
 
 
 def reasoned_verdict(result: TeamVerdict, language: str) -> str:
@@ -24,38 +27,28 @@ def reasoned_verdict(result: TeamVerdict, language: str) -> str:
     return VERDICT_TEMPLATE.render_block(language, "assistant", constraints=result.constraints, verdict=result.verdict)
 
 
-def sft_rows(
-    examples: list[TaggingExample],
-    results: list[TeamVerdict | None],
+def sft_row_for(
+    example: TaggingExample,
+    result: TeamVerdict | None,
     *,
     require_no_failures: bool = True,
     model: str = "",
-) -> list[dict[str, Any]]:
-    """One row per example whose team verdict equals its label (and had no failure, if asked)."""
-    tagger = make_single_llm()
-    rows = []
-    for example, result in zip(examples, results, strict=False):
-        if result is None or int(result.verdict) != example.label:
-            continue
-        if require_no_failures and result.failures:
-            continue
-        messages = tagger.render(
-            example.language, definition=example.definition, question=example.question, demonstrations=[]
-        )
-        messages.append({"role": "assistant", "content": reasoned_verdict(result, example.language)})
-        rows.append(
-            {
-                "id": f"tagging-{example.id}",
-                "source": "tagging",
-                "messages": messages,
-                "meta": {
-                    "knowledge_id": example.knowledge_id,
-                    "language": example.language,
-                    "label": example.label,
-                    "constraints": len(result.constraints),
-                    "failures": result.failures,
-                    "teacher": model,
-                },
-            }
-        )
-    return rows
+) -> dict[str, Any] | None:
+    """The row of one example whose team verdict equals its label (and had no failure, if asked), else None."""
+    if result is None or int(result.verdict) != example.label:
+        return None
+    if require_no_failures and result.failures:
+        return None
+    messages = TAGGER.render(
+        example.language, definition=example.definition, question=example.question, demonstrations=[]
+    )
+    messages.append({"role": "assistant", "content": reasoned_verdict(result, example.language)})
+    meta = {
+        "knowledge_id": example.knowledge_id,
+        "language": example.language,
+        "label": example.label,
+        "constraints": len(result.constraints),
+        "failures": result.failures,
+        "teacher": model,
+    }
+    return sft_row(messages, source="tagging", sample_id=example.id, meta=meta)

@@ -39,8 +39,21 @@ from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.solver import make_solver
 from pipelines.tagging.data import TaggingExample
 
+AGENTS = ("planner", "solver", "semantic_judge", "arg_extractor", "program_writer")
+AgentName = Literal["planner", "solver", "semantic_judge", "arg_extractor", "program_writer"]
 NO_SOLUTION = {"en": "(no solution available)", "zh": "（没有可用的解答）"}
 WHOLE_DEFINITION = {"en": "Does the question satisfy the whole definition?", "zh": "题目是否满足整个定义？"}
+
+
+class AgentSampling(StrictModel):
+    """One agent's sampling overrides (null keeps the role's ``llm.sampling`` / ``llm.roles.<role>.sampling``)."""
+
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1)
+    stop: list[str] | None = None
+    seed: int | None = None
+    n: int | None = Field(None, ge=1)
 
 
 class TeamConfig(StrictModel):
@@ -50,7 +63,8 @@ class TeamConfig(StrictModel):
     max_attempts: int = Field(2, ge=1)
     retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
     max_constraints: int = Field(5, ge=1)
-    max_tokens: dict[Literal["planner", "solver", "semantic_judge", "arg_extractor", "program_writer"], int] = {}
+    max_tokens: dict[AgentName, int] = {}
+    sampling: dict[AgentName, AgentSampling] = {}
     semantic_demonstrations: bool = True
     sandbox: SandboxLimits = SandboxLimits()
     sandbox_concurrency: int = Field(8, ge=1)
@@ -84,6 +98,14 @@ class TeamVerdict:
     solution: str = ""
 
 
+def agent_options(cfg: TeamConfig, agent: str) -> dict[str, Any]:
+    """Constructor options of one agent: attempts, retry temperature and its sampling overrides."""
+    sampling = cfg.sampling.get(agent, AgentSampling()).model_dump(exclude_none=True)
+    if agent in cfg.max_tokens:
+        sampling.setdefault("max_tokens", cfg.max_tokens[agent])
+    return {"max_attempts": cfg.max_attempts, "retry_temperature": cfg.retry_temperature, **sampling}
+
+
 class TaggingTeam:
     """Runs the team; ``llm_for(role)`` gives each role its LLM (``LLMRuntime.for_role``)."""
 
@@ -93,17 +115,18 @@ class TaggingTeam:
         cfg: TeamConfig,
         demonstrations: dict[tuple[str, str], list[TaggingExample]] | None = None,
         sandbox: Callable[..., Any] = run_python,
+        *,
+        mode: Literal["text", "json"] = "text",
     ):
         self.cfg = cfg
+        self.mode = mode
         self.demonstrations = demonstrations or {}
         self.sandbox = sandbox
-        common = {"max_attempts": cfg.max_attempts, "retry_temperature": cfg.retry_temperature}
-        tokens = cfg.max_tokens
-        self.planner = make_planner(cfg.max_constraints, max_tokens=tokens.get("planner"), **common)
-        self.solver = make_solver(max_tokens=tokens.get("solver"), **common)
-        self.semantic_judge = make_semantic_judge(max_tokens=tokens.get("semantic_judge"), **common)
-        self.arg_extractor = make_arg_extractor(max_tokens=tokens.get("arg_extractor"), **common)
-        self.program_writer = make_program_writer(max_tokens=tokens.get("program_writer"), **common)
+        self.planner = make_planner(cfg.max_constraints, **agent_options(cfg, "planner"))
+        self.solver = make_solver(**agent_options(cfg, "solver"))
+        self.semantic_judge = make_semantic_judge(**agent_options(cfg, "semantic_judge"))
+        self.arg_extractor = make_arg_extractor(**agent_options(cfg, "arg_extractor"))
+        self.program_writer = make_program_writer(**agent_options(cfg, "program_writer"))
         self._llms: dict[str, Any] = {}
         self._llm_for = llm_for
         self._plans: dict[tuple[str, str], asyncio.Task] = {}
@@ -119,9 +142,10 @@ class TaggingTeam:
         first = key not in self._plans
         if first:
             vars = {"definition": example.definition, "language": example.language}
-            self._plans[key] = asyncio.ensure_future(self.planner.run(self.llm(self.planner.role), vars))
+            call = self.planner.run(self.llm(self.planner.role), vars, tag="plan", mode=self.mode)
+            self._plans[key] = asyncio.ensure_future(call)
         record = await asyncio.shield(self._plans[key])
-        trace.add(record, shared_plan=not first)
+        trace.add(record, shared=not first)
         if record.ok:
             return record.parsed, 0
         return Plan([SubConstraint("semantic", WHOLE_DEFINITION.get(example.language, WHOLE_DEFINITION["en"]))]), 1
@@ -132,7 +156,8 @@ class TaggingTeam:
             self._sandbox_slots = asyncio.Semaphore(self.cfg.sandbox_concurrency)
         solve_vars = {"question": example.question, "language": example.language}
         (plan, plan_failed), solved = await asyncio.gather(
-            self._plan(example, trace), self.solver.run(self.llm(self.solver.role), solve_vars)
+            self._plan(example, trace),
+            self.solver.run(self.llm(self.solver.role), solve_vars, tag="solve", mode=self.mode),
         )
         trace.add(solved)
         solution = solved.parsed.text if solved.ok else NO_SOLUTION.get(example.language, NO_SOLUTION["en"])
@@ -167,7 +192,9 @@ class TaggingTeam:
             "demonstrations": [{"question": d.question, "label": d.label} for d in demos],
             "language": example.language,
         }
-        record = await self.semantic_judge.run(self.llm(self.semantic_judge.role), vars)
+        record = await self.semantic_judge.run(
+            self.llm(self.semantic_judge.role), vars, tag=f"constraint-{index}", mode=self.mode
+        )
         trace.add(record, constraint_index=index, constraint=constraint)
         if record.ok:
             return ConstraintOutcome(
@@ -194,7 +221,7 @@ class TaggingTeam:
             "solution": solution,
             "language": example.language,
         }
-        extracted = await self.arg_extractor.run(llm, vars)
+        extracted = await self.arg_extractor.run(llm, vars, tag=f"constraint-{index}", mode=self.mode)
         trace.add(extracted, constraint_index=index, constraint=constraint)
         if not extracted.ok:
             return failed(f"arg_extractor: {extracted.error}")
@@ -202,6 +229,8 @@ class TaggingTeam:
         written = await self.program_writer.run(
             self.llm(self.program_writer.role),
             {"constraint": constraint.text, "variables": variables, "language": example.language},
+            tag=f"constraint-{index}",
+            mode=self.mode,
         )
         if not written.ok:
             trace.add(written, constraint_index=index, constraint=constraint)

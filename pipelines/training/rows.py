@@ -113,3 +113,47 @@ def is_demo(row: dict[str, Any]) -> bool:
         return json.loads(row.get("meta") or "{}").get("fixture") == "demo"
     except (TypeError, ValueError):
         return False
+
+
+def sft_row(
+    messages: list[dict[str, str]], *, source: str, sample_id: str, meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An SFT input row ``{"id": "<source>-<sample_id>", "source", "messages", "meta"}``; the last
+    message is the assistant target. Raises :class:`RowError` when :func:`normalise_row` would."""
+    row = {
+        "id": f"{source}-{sample_id}",
+        "source": source,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "meta": dict(meta or {}),
+    }
+    normalise_row(row, "sft", source)
+    return row
+
+
+def dpo_row(
+    prompt: list[dict[str, str]],
+    chosen: str | list[dict[str, str]],
+    rejected: str | list[dict[str, str]],
+    *,
+    source: str,
+    sample_id: str,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A DPO input row ``{"id", "source", "prompt", "chosen": [assistant], "rejected": [assistant], "meta"}``;
+    ``chosen``/``rejected`` may be the reply text or the one-message list. Raises :class:`RowError`."""
+
+    def reply(value: str | list[dict[str, str]]) -> list[dict[str, str]]:
+        if isinstance(value, str):
+            return [{"role": "assistant", "content": value}]
+        return [{"role": m["role"], "content": m["content"]} for m in value]
+
+    row = {
+        "id": f"{source}-{sample_id}",
+        "source": source,
+        "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
+        "chosen": reply(chosen),
+        "rejected": reply(rejected),
+        "meta": dict(meta or {}),
+    }
+    normalise_row(row, "dpo", source)
+    return row

@@ -99,6 +99,6 @@ def test_program_clean_noisy_invalid():
 
 
 def test_argument_names_never_shadow_builtins():
-    from pipelines.tagging.parsing import identifier
+    from pipelines.agents.parsing import identifier
 
     assert identifier("max") == "max_" and identifier("sum") == "sum_" and identifier("unit price") == "unit_price"

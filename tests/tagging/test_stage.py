@@ -31,6 +31,7 @@ def write_params(tmp_path: Path, **overrides) -> Path:
           data: {{path: {ROOT / "data/tagging/demo.jsonl"}, languages: [en], limit: 12}}
           demos: {{pool_per_concept: 3, k: 2}}
           systems: [team, single_llm]
+          output_mode: {overrides.get("mode", "text")}
           concurrency: 8
           progress: false
           llm:
@@ -44,9 +45,10 @@ def write_params(tmp_path: Path, **overrides) -> Path:
 
 def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    metrics = main(["--params", str(write_params(tmp_path))])
+    assert main(["--params", str(write_params(tmp_path))]) == 0
     reports, generated = tmp_path / "reports/generate_tagging", tmp_path / "data/generated/tagging"
-    assert json.loads((reports / "metrics.json").read_text()) == metrics
+    metrics = json.loads((reports / "metrics.json").read_text())
+    assert metrics["output_mode"] == "text" and metrics["failed_samples"] == 0
     assert metrics["n_evaluated"] == 12 and metrics["n_demonstration_pool"] == 18
     team, single = metrics["systems"]["team"], metrics["systems"]["single_llm"]
     positives = team["overall"]["confusion"]["tp"] + team["overall"]["confusion"]["fn"]
@@ -69,7 +71,12 @@ def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
     assert "| Multi-agent team | " in table and "| Single LLM (few-shot CoT) | 0.0 |" not in table
     assert (reports / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     usage = json.loads((reports / "usage.json").read_text())
-    assert usage["planner"]["calls"] == 6 and usage["single_llm"]["calls"] == 12
+    assert usage["roles"]["planner"]["calls"] == 6 and usage["roles"]["single_llm"]["calls"] == 12
+    assert usage["systems"]["team"]["planner"]["calls"] == 6 and "single_llm" not in usage["systems"]["team"]
+    assert usage["systems"]["single_llm"]["total"]["calls"] == 12
+    assert usage["total"]["calls"] == 6 + 4 * 12 + 12
+    assert json.loads((reports / "failures.json").read_text())["failed_samples"] == 0
+    assert team["unparseable"]["planner"] == {"replies": 6, "unparseable": 0}
 
     traces = [json.loads(line) for line in (generated / "traces.jsonl").read_text().splitlines()]
     assert {t["system"] for t in traces} == {"team", "single_llm"}
@@ -90,7 +97,8 @@ def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
     assert len(predictions) == 12 and set(predictions[0]["predictions"]) == {"team", "single_llm"}
 
     # a rerun repeats no finished LLM call: every call comes from the request cache
-    again = main(["--params", str(write_params(tmp_path))])
+    assert main(["--params", str(write_params(tmp_path))]) == 0
+    again = json.loads((reports / "metrics.json").read_text())
     assert again["systems"]["team"]["overall"] == team["overall"]
     usage = json.loads((reports / "usage.json").read_text())
     assert usage["total"]["cache_hits"] == usage["total"]["calls"]
@@ -98,9 +106,7 @@ def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
 
 def test_bad_params_stop_with_a_clear_message(tmp_path, capsys):
     params = write_params(tmp_path, policy="maybe")
-    with pytest.raises(SystemExit) as exc:
-        main(["--params", str(params)])
-    assert exc.value.code == 2
+    assert main(["--params", str(params)]) == 2
     err = capsys.readouterr().err
     assert "tagging.team.failure_policy" in err and "params.yaml:" in err
     with pytest.raises(ConfigError, match="unknown key"):

@@ -60,7 +60,7 @@ def test_numerical_judge_decides_from_the_sandbox_and_traces_everything():
     assert program_row["role"] == "numerical_judge" and program_row["usage"]["completion_tokens"] > 0
     # the plan depends only on the definition: one planner call for both questions
     assert sum("task planner" in c[0]["content"] for c in backend.calls) == 1
-    assert [r["shared_plan"] for r in trace_yes.rows + trace_no.rows if r["agent"] == "planner"] == [False, True]
+    assert [r["shared"] for r in trace_yes.rows + trace_no.rows if r["agent"] == "planner"] == [False, True]
 
 
 def test_verdict_is_the_and_of_sub_constraints():

@@ -7,6 +7,9 @@
    that prints ``True`` or ``False``.
 3. :func:`checking_program` puts the argument assignments in front of the program; the team runs
    it in the sandbox, and the printed boolean is the verdict.
+
+JSON replies: :class:`ArgsOutput` (``{"arguments": [{"name": "first", "value": 47}]}``) and
+:class:`ProgramOutput` (``{"code": "print(10 <= first <= 99)"}``), mapped to the same results.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from pipelines.agents import Agent, ParseError
-from pipelines.tagging.parsing import code_block, identifier, json_object, to_number
+from pipelines.agents.parsing import code_block, identifier, json_object, to_number
 
 Value = int | float | list
 
@@ -31,8 +36,44 @@ class Program:
     code: str
 
 
+class ArgumentOutput(BaseModel):
+    name: str = Field(min_length=1, max_length=30)
+    value: float | list[float]
+
+
+class ArgsOutput(BaseModel):
+    """JSON-mode reply of the argument extractor."""
+
+    arguments: list[ArgumentOutput] = Field(min_length=1, max_length=4)
+
+    def to_result(self) -> NumericArgs:
+        return numeric_args(
+            {
+                a.name: [_integral(v) for v in a.value] if isinstance(a.value, list) else _integral(a.value)
+                for a in self.arguments
+            }
+        )
+
+
+class ProgramOutput(BaseModel):
+    """JSON-mode reply of the program writer."""
+
+    code: str = Field(min_length=1, max_length=200)
+
+    def to_result(self) -> Program:
+        return checked_program(self.code)
+
+
 def parse_args(text: str) -> NumericArgs:
-    raw = json_object(text)
+    return numeric_args(json_object(text))
+
+
+def _integral(value: int | float) -> int | float:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def numeric_args(raw: dict[str, Any]) -> NumericArgs:
+    """Named numbers (or lists of numbers) as Python identifiers; non-numeric fields are skipped."""
     values: dict[str, Value] = {}
     for name, value in raw.items():
         try:
@@ -46,7 +87,11 @@ def parse_args(text: str) -> NumericArgs:
 
 
 def parse_program(text: str) -> Program:
-    code = code_block(text)
+    return checked_program(code_block(text))
+
+
+def checked_program(code: str) -> Program:
+    """A program that prints and compiles; else ParseError saying why."""
     if "print" not in code:
         raise ParseError("the program prints nothing; it must print True or False")
     try:
@@ -68,9 +113,9 @@ def checking_program(args: NumericArgs, program: Program) -> str:
 
 def make_arg_extractor(**options) -> Agent[NumericArgs]:
     options.setdefault("role", "numerical_judge")
-    return Agent("arg_extractor", Path(__file__).parent, parse_args, **options)
+    return Agent("arg_extractor", Path(__file__).parent, parse_args, output=ArgsOutput, **options)
 
 
 def make_program_writer(**options) -> Agent[Program]:
     options.setdefault("role", "numerical_judge")
-    return Agent("program_writer", Path(__file__).parent, parse_program, **options)
+    return Agent("program_writer", Path(__file__).parent, parse_program, output=ProgramOutput, **options)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.agents import Agent
-from pipelines.tagging.agents.semantic_judge import Judgment, parse_judgment
+from pipelines.tagging.agents.semantic_judge import Judgment, JudgmentOutput, parse_judgment
 
 
 def make_single_llm(**options) -> Agent[Judgment]:
     options.setdefault("role", "single_llm")
-    return Agent("single_llm", Path(__file__).parent, parse_judgment, **options)
+    return Agent("single_llm", Path(__file__).parent, parse_judgment, output=JudgmentOutput, **options)

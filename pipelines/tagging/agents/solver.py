@@ -1,7 +1,8 @@
 """Question solver: question -> worked solution and final answer.
 
-Reply: reasoning steps, then a line ``Final answer: ...`` (``最终答案：...``). A reply with neither
-a final-answer line nor any digit is not a solution (ParseError).
+Text reply: reasoning steps, then a line ``Final answer: ...`` (``最终答案：...``). A reply with
+neither a final-answer line nor any digit is not a solution (ParseError). JSON reply:
+:class:`SolutionOutput`; its solution text ends with the same ``Final answer:`` line.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import BaseModel, Field
 
 from pipelines.agents import Agent, ParseError
 
@@ -21,6 +24,20 @@ class Solution:
     answer: str | None
 
 
+class SolutionOutput(BaseModel):
+    """JSON-mode reply of the solver."""
+
+    reasoning: str = Field(max_length=200)
+    final_answer: str = Field(min_length=1, max_length=40)
+
+    def to_result(self) -> Solution:
+        answer = self.final_answer.strip()
+        if not answer:
+            raise ParseError("empty final answer")
+        label = "最终答案：" if re.search(r"[\u4e00-\u9fff]", self.reasoning + answer) else "Final answer: "
+        return Solution(f"{self.reasoning.strip()}\n{label}{answer}".strip(), answer)
+
+
 def parse_solution(text: str) -> Solution:
     answers = ANSWER.findall(text)
     answer = answers[-1].strip().strip("*_` ") if answers else None
@@ -30,4 +47,4 @@ def parse_solution(text: str) -> Solution:
 
 
 def make_solver(**options) -> Agent[Solution]:
-    return Agent("solver", Path(__file__).parent, parse_solution, **options)
+    return Agent("solver", Path(__file__).parent, parse_solution, output=SolutionOutput, **options)

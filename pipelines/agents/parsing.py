@@ -1,4 +1,5 @@
-"""Helpers shared by the tagging parsers: verdict tags, JSON objects, code blocks, numbers.
+"""Generic reply parsers shared by every team: verdict tags, JSON objects, code blocks, numbers,
+identifiers.
 
 Every function takes raw reply text and returns a plain value or raises
 :class:`pipelines.agents.ParseError` saying what it looked for.
@@ -12,7 +13,7 @@ import keyword
 import re
 from typing import Any
 
-from pipelines.agents import ParseError
+from pipelines.agents.agent import ParseError
 
 VERDICT_TAG = re.compile(r"<\s*(yes|no|是|否)\s*>", re.I)
 VERDICT_LINE = re.compile(r"(?:answer|verdict|judg(?:e)?ment|答案|结论|判断)\s*[:：]\s*[*_`\s]*(yes|no|是|否)\b", re.I)

@@ -1,0 +1,317 @@
+"""The generation harness: one or more systems over the same samples, outputs streamed to disk.
+
+A team module holds only its method (agents, prompts, parsers, flow, scorer); the harness runs it::
+
+    systems = [System("team", team_worker, prediction=lambda v: int(v.verdict) if v else 0),
+               System("single_llm", single_worker)]
+    report = await run_systems(
+        examples, systems, accounting=runtime.accounting, outputs=cfg.outputs,
+        sample_id=lambda e: e.id, concurrency=cfg.concurrency,
+        prediction_row=lambda e, preds: {"id": e.id, "label": e.label, "predictions": preds},
+        exports={"sft.jsonl": lambda e, results: my_sft_rows(e, results["team"])},
+        max_failed_share=cfg.max_failed_share)
+    report.systems["team"].predictions      # one small value per sample, in input order
+
+One :class:`Runner` (one concurrency limit) runs every system of a sample concurrently, each in
+its own usage scope (``usage.json`` has per-system usage without any role table). As samples
+finish (delivered in input order) their prediction row, trace rows (``system`` added) and exported
+rows are appended to ``<generated_dir>/predictions.jsonl``, ``traces.jsonl`` and each export file;
+nothing but the small per-system predictions stays in memory. At the end the files are renamed
+into place (atomic), ``<reports_dir>/usage.json`` and ``failures.json`` are written, and one
+summary line is logged. A sample *failed* for a system when its worker raised or one of its LLM
+calls failed for good (an unparseable reply is not a failure; it is counted per agent; a trace
+row marked ``shared=True``, a record reused from another sample, is not counted again). More
+failed samples than ``max_failed_share`` raises :class:`FailureBudgetExceeded` after writing the
+outputs. The harness never closes the runtime whose accounting it is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
+from pipelines.config import StrictModel
+from pipelines.io import write_json_atomic
+from pipelines.llm.accounting import Accounting, usage_scope
+from pipelines.stage import StageError
+
+log = logging.getLogger(__name__)
+
+I = TypeVar("I")  # noqa: E741
+R = TypeVar("R")
+
+
+class GenerationOutputs(StrictModel):
+    """Where a generate stage writes (the one place an output folder is named; dvc.yaml lists the files)."""
+
+    generated_dir: str
+    reports_dir: str
+
+
+class FailureBudgetExceeded(StageError):
+    """More samples failed than ``max_failed_share`` allows; the outputs and failures.json are written."""
+
+
+class EmptyEvaluation(StageError):
+    """A run with no samples (the data, filters or limit leave none)."""
+
+
+def _no_failures(result: Any) -> int:
+    return 0
+
+
+@dataclass
+class System(Generic[I, R]):
+    """One system run over every sample.
+
+    ``worker(item, trace) -> result`` (the team worker contract); ``prediction(result)`` is the small
+    value kept per sample and written in the prediction row (``result`` is None when the worker
+    raised); ``failed_subtasks(result)`` counts failed sub-tasks inside one result.
+    """
+
+    name: str
+    worker: Callable[[I, SampleTrace], Awaitable[R]]
+    prediction: Callable[[R | None], Any] = lambda result: result
+    failed_subtasks: Callable[[R | None], int] = _no_failures
+
+
+@dataclass
+class SystemReport:
+    """Per-system counts: samples, failed samples, failed sub-tasks, replies and unparseable per agent,
+    errors by kind with their first message, the scope's usage, and the predictions in input order."""
+
+    name: str
+    predictions: list[Any] = field(default_factory=list)
+    samples: int = 0
+    failed_samples: int = 0
+    failed_subtasks: int = 0
+    agents: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(Counter))
+    errors: Counter = field(default_factory=Counter)
+    messages: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def note_error(self, kind: str, message: str) -> None:
+        self.errors[kind] += 1
+        self.messages[kind][message[:300]] += 1
+
+    def unparseable(self) -> dict[str, dict[str, int]]:
+        """``{agent: {"replies": n, "unparseable": k}}`` over every LLM step of this system."""
+        return {a: {"replies": c["replies"], "unparseable": c["unparseable"]} for a, c in sorted(self.agents.items())}
+
+    def failure_summary(self) -> dict[str, Any]:
+        return {
+            "samples": self.samples,
+            "failed_samples": self.failed_samples,
+            "failed_subtasks": self.failed_subtasks,
+            "errors": dict(self.errors.most_common()),
+            "most_common": {k: self.messages[k].most_common(1)[0][0] for k in self.errors},
+        }
+
+
+@dataclass
+class HarnessReport:
+    """What :func:`run_systems` returns: per-system reports, rows written per file, run counts."""
+
+    systems: dict[str, SystemReport]
+    written: dict[str, int]
+    samples: int
+    failed_samples: int
+    wall_s: float
+    peak_concurrency: int
+
+    @property
+    def failed_share(self) -> float:
+        return self.failed_samples / self.samples if self.samples else 0.0
+
+    def failure_summary(self) -> dict[str, Any]:
+        """Counts by error and the most common message, per system (what failures.json holds)."""
+        return {
+            "samples": self.samples,
+            "failed_samples": self.failed_samples,
+            "failed_share": round(self.failed_share, 4),
+            "systems": {name: s.failure_summary() for name, s in self.systems.items()},
+        }
+
+
+class JsonlStream:
+    """Rows appended to a temporary sibling of ``path``; ``commit()`` renames it into place."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        self._handle = os.fdopen(fd, "w", encoding="utf-8")
+        self.rows = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.rows += 1
+
+    def commit(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        os.replace(self._tmp, self.path)
+
+    def discard(self) -> None:
+        if not self._handle.closed:
+            self._handle.close()
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+
+async def preflight(runtime: Any) -> None:
+    """One cheap request per distinct endpoint, when the runtime offers it (raises LLMError naming the URL)."""
+    check = getattr(runtime, "preflight", None)
+    if check is not None:
+        await check()
+
+
+async def run_systems(
+    items: Sequence[I],
+    systems: Sequence[System],
+    *,
+    accounting: Accounting,
+    outputs: GenerationOutputs,
+    sample_id: Callable[[I], str],
+    prediction_row: Callable[[I, dict[str, Any]], dict[str, Any]],
+    exports: dict[str, Callable[[I, dict[str, Any]], Iterable[dict[str, Any]]]] | None = None,
+    fixed_predictions: dict[str, Sequence[Any]] | None = None,
+    order: Sequence[str] | None = None,
+    concurrency: int = 16,
+    max_failed_share: float = 0.2,
+    progress: bool = True,
+    desc: str = "generate",
+) -> HarnessReport:
+    """Run ``systems`` over ``items`` and stream the outputs (see the module docstring).
+
+    ``prediction_row(item, predictions)`` builds a predictions.jsonl row from ``{system: value}``
+    (``fixed_predictions`` adds systems computed beforehand, e.g. non-LLM baselines, one value per
+    item; ``order`` orders the keys, default fixed then run systems). ``exports[file](item, results)``
+    gives rows for ``<generated_dir>/<file>`` from ``{system: result}``.
+    """
+    if not items:
+        raise EmptyEvaluation(f"{desc}: no samples to run; check the data path, its filters and data.limit")
+    fixed = dict(fixed_predictions or {})
+    for name, values in fixed.items():
+        if len(values) != len(items):
+            raise ValueError(f"fixed predictions of {name!r}: {len(values)} values for {len(items)} samples")
+    names = list(order or [*fixed, *(s.name for s in systems)])
+    reports = {s.name: SystemReport(s.name) for s in systems}
+    generated = Path(outputs.generated_dir)
+    streams = {"predictions.jsonl": JsonlStream(generated / "predictions.jsonl")}
+    streams["traces.jsonl"] = JsonlStream(generated / "traces.jsonl")
+    for file in exports or {}:
+        streams[file] = JsonlStream(generated / file)
+    failed_samples = 0
+
+    async def one_system(system: System, item: I) -> tuple[Any, str | None, list[dict[str, Any]]]:
+        trace = SampleTrace(sample_id(item), system=system.name)
+        with usage_scope(system.name):
+            try:
+                return await system.worker(item, trace), None, trace.rows
+            except Exception as exc:  # one system failing on a sample never stops the others
+                log.warning("%s: sample %s failed: %s", system.name, trace.sample_id, exc)
+                return None, f"{type(exc).__name__}: {exc}", trace.rows
+
+    async def worker(item: I, _trace: SampleTrace):
+        return await asyncio.gather(*(one_system(s, item) for s in systems))
+
+    def on_done(outcome: SampleOutcome) -> None:
+        nonlocal failed_samples
+        item = items[outcome.index]
+        results: dict[str, Any] = {}
+        sample_failed = outcome.result is None
+        for system, (result, error, rows) in zip(systems, outcome.result or [], strict=False):
+            report = reports[system.name]
+            report.samples += 1
+            failed = error is not None
+            if error is not None:
+                report.note_error(error.split(":", 1)[0], error)
+            for row in rows:
+                streams["traces.jsonl"].write(row)
+                if row.get("prompt") is not None and not row.get("shared"):
+                    counts = report.agents[row["agent"]]
+                    counts["replies"] += len(
+                        row.get("replies") or ([row["reply"]] if row.get("reply") is not None else [])
+                    )
+                    counts["unparseable"] += row.get("unparseable", 0)
+                if row.get("error_kind") == "llm":
+                    failed = True
+                    report.note_error("llm", row["error"])
+            report.failed_samples += failed
+            sample_failed = sample_failed or failed
+            report.failed_subtasks += system.failed_subtasks(result)
+            report.predictions.append(system.prediction(result))
+            results[system.name] = result
+        failed_samples += sample_failed
+        values = {name: fixed[name][outcome.index] for name in fixed}
+        values.update({name: reports[name].predictions[-1] for name in reports})
+        streams["predictions.jsonl"].write(prediction_row(item, {n: values[n] for n in names if n in values}))
+        for file, build in (exports or {}).items():
+            for row in build(item, results):
+                streams[file].write(row)
+
+    runner = Runner(concurrency, desc=desc, progress=progress)
+    try:
+        run = await runner.run(items, worker, sample_id=sample_id, on_done=on_done)
+    except BaseException:
+        for stream in streams.values():
+            stream.discard()
+        raise
+    for stream in streams.values():
+        stream.commit()
+    for name, report in reports.items():
+        report.usage = accounting.scope_summary(name)
+    harness = HarnessReport(
+        reports, {f: s.rows for f, s in streams.items()}, run.samples, failed_samples, run.wall_s, run.peak_concurrency
+    )
+    reports_dir = Path(outputs.reports_dir)
+    write_json_atomic(reports_dir / "usage.json", accounting.report())
+    write_json_atomic(reports_dir / "failures.json", harness.failure_summary())
+    log.info("%s", summary_line(harness, desc=desc, max_failed_share=max_failed_share))
+    if harness.failed_share > max_failed_share:
+        worst = max(reports.values(), key=lambda r: r.failed_samples)
+        common = worst.failure_summary()["most_common"]
+        message = next(iter(common.values()), "no message")
+        raise FailureBudgetExceeded(
+            f"{desc}: {harness.failed_samples} of {harness.samples} samples failed "
+            f"({harness.failed_share:.0%} > max_failed_share {max_failed_share:.0%}); most common error: {message}; "
+            f"traces in {generated / 'traces.jsonl'}, summary in {reports_dir / 'failures.json'}"
+        )
+    return harness
+
+
+def summary_line(report: HarnessReport, *, desc: str, max_failed_share: float) -> str:
+    """One line: samples, failed share against the budget, unparseable replies per system, time."""
+    parts = []
+    for name, system in report.systems.items():
+        counts = system.unparseable()
+        replies = sum(c["replies"] for c in counts.values())
+        bad = sum(c["unparseable"] for c in counts.values())
+        parts.append(f"{name}: {system.failed_samples} failed, {bad}/{replies} replies unparseable")
+    return (
+        f"{desc}: {report.samples} samples, {report.failed_samples} failed "
+        f"({report.failed_share:.0%}, budget {max_failed_share:.0%}); " + "; ".join(parts) + f"; {report.wall_s:.1f} s"
+    )
+
+
+def check_roles(llm: Any, valid: Sequence[str]) -> None:
+    """Raise ValueError for a role in ``llm.roles`` that the team does not have, listing the valid
+    ones (``LLMConfig.check_roles`` when the LLM config has it)."""
+    check = getattr(llm, "check_roles", None)
+    if check is not None:
+        check(valid)
+        return
+    for role in llm.roles:
+        if role not in valid:
+            raise ValueError(f"unknown role {role!r} in llm.roles; valid roles: {', '.join(valid)}")
