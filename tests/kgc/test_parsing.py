@@ -61,7 +61,8 @@ def test_ee_records_in_the_papers_format():
     reply = (
         "[{Trigger Type: Conflict:Attack, Trigger Word: taken over, "
         "Arguments: (Attacker, Israeli troops),(Target: the border)}, "
-        "{Trigger Type: Movement:Transport, Trigger Word: return, Arguments: [(Destination, border)]}, {Arguments: (x, y)}]"
+        "{Trigger Type: Movement:Transport, Trigger Word: return, Arguments: [(Destination, border)]}, "
+        "{Arguments: (x, y)}]"
     )
     got = parse_text_answer("ee", reply)
     assert got.items == [
