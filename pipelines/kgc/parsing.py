@@ -103,7 +103,8 @@ def answer_schema(task: str, schema: Schema | None = None) -> dict[str, Any]:
     return result
 
 
-def _from_model(task: str, answer: BaseModel) -> Extraction:
+def from_model(task: str, answer: BaseModel) -> Extraction:
+    """A validated answer model as the typed extraction."""
     if task == "ner":
         items: list[Any] = [Entity(e.type.strip(), e.text.strip()) for e in answer.entities]
     elif task == "re":
@@ -141,7 +142,7 @@ def parse_json_answer(task: str, text: str) -> Extraction:
     errors = []
     for value in _json_values(text):
         try:
-            return _from_model(task, model.model_validate(value))
+            return from_model(task, model.model_validate(value))
         except ValidationError as exc:
             errors.append(str(exc.errors()[0]["msg"]))
     raise ParseError(f"no JSON answer matching the {task} schema" + (f" ({errors[0]})" if errors else ""))

@@ -19,8 +19,6 @@ Every round of every expert is kept, so F1 can be read per round.
 from __future__ import annotations
 
 import asyncio
-import copy
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,7 +29,7 @@ from pipelines.agents import SampleTrace
 from pipelines.config import StrictModel
 from pipelines.kgc.agents.experts import DISPLAY, expert_vars, make_expert
 from pipelines.kgc.demos import DemoSelector
-from pipelines.kgc.parsing import answer_schema, answer_text, schema_filter
+from pipelines.kgc.parsing import answer_text, schema_filter
 from pipelines.kgc.schema import Schema, Sentence, Task
 
 
@@ -131,7 +129,7 @@ class CooperKGC:
     ):
         self.cfg, self.schemas, self.selector, self.mode = cfg, schemas, selector, mode
         self._llm_for = llm_for
-        self._llms: dict[tuple[str, str], Any] = {}
+        self._llms: dict[str, Any] = {}
         self._agents: dict[tuple[str, str], Any] = {}
         for language, members in cfg.members.items():
             for member in members:
@@ -167,7 +165,6 @@ class CooperKGC:
             self._agents[key] = make_expert(
                 expert.task,
                 expert.schema,
-                mode=self.mode,
                 max_attempts=self.cfg.max_attempts,
                 retry_temperature=self.cfg.retry_temperature,
                 max_tokens=self.cfg.max_tokens.get(expert.task),
@@ -175,18 +172,11 @@ class CooperKGC:
         return self._agents[key]
 
     def llm(self, expert: Expert) -> Any:
-        """The role's LLM; in json mode its requests carry the answer's JSON schema."""
+        """The LLM of the expert's role (``<task>_expert``), made once."""
         role = f"{expert.task}_expert"
-        key = (role, expert.schema.name if self.mode == "json" else "")
-        if key not in self._llms:
-            llm = self._llm_for(role)
-            if self.mode == "json":
-                llm = copy.copy(llm)
-                llm.default_params = dataclasses.replace(
-                    llm.default_params, json_schema=answer_schema(expert.task, expert.schema)
-                )
-            self._llms[key] = llm
-        return self._llms[key]
+        if role not in self._llms:
+            self._llms[role] = self._llm_for(role)
+        return self._llms[role]
 
     def demonstrations(self, expert: Expert, sentence: Sentence) -> list[dict[str, str]]:
         if self.cfg.shots == 0 or self.selector is None:
@@ -198,7 +188,13 @@ class CooperKGC:
         self, expert: Expert, sentence: Sentence, trace: SampleTrace, *, round: int, vars: dict, **extra
     ) -> ExpertRound:
         """One expert call, parsed and filtered to its schema; its trace row is added."""
-        record = await self._agent(expert).run(self.llm(expert), vars, sample_index=extra.pop("sample_index", 0))
+        record = await self._agent(expert).run(
+            self.llm(expert),
+            vars,
+            sample_index=extra.pop("sample_index", 0),
+            tag=f"{expert.name}:r{round}",
+            mode=self.mode,
+        )
         out = ExpertRound(
             expert.name, expert.task, expert.schema.name, round, reply=record.reply, ok=record.ok, error=record.error
         )
@@ -226,7 +222,6 @@ class CooperKGC:
         base = {
             "text": sentence.text,
             "language": sentence.language,
-            "mode": self.mode,
             "background": self.cfg.background,
         }
         demos = {e.name: self.demonstrations(e, sentence) for e in experts}

@@ -57,8 +57,10 @@ CASES = {
 
 def rendered(case: str) -> str:
     task, schema, kw = CASES[case]
+    kw = dict(kw)
+    mode = kw.pop("mode", "text")
     vars = expert_vars(schema, **kw)
-    messages = make_expert(task, schema, mode=kw.get("mode", "text")).render(vars.pop("language"), **vars)
+    messages = make_expert(task, schema).render(vars.pop("language"), output_mode=mode, **vars)
     return json.dumps(messages, ensure_ascii=False, indent=1) + "\n"
 
 

@@ -116,3 +116,26 @@ def test_demonstrations_are_the_nearest_pool_sentences():
     assert ee.startswith("Examples:\nText: Born in Paris in 1950 Anna Smith is a famous painter .\nAnswer: NO\n")
     ner = [r for r in trace.rows if r["expert"] == "ner_0"][0]["prompt"][-1]["content"]
     assert ner.startswith("Text: ")  # no ontonotes5 pool loaded: 0-shot for that member
+
+
+def test_json_mode_sends_the_schema_and_parses_the_answer_model():
+    seen = []
+
+    class Recording(ScriptedBackend):
+        async def chat(self, messages, params):
+            seen.append(params.json_schema)
+            return await super().chat(messages, params)
+
+    event = '{"event_type": "Life:Be-Born", "trigger": "Born", "arguments": [{"role": "Time", "text": "1987"}]}'
+    born = '{"reason": "", "events": [' + event + "]}"
+    backend = Recording(
+        [(r"The event extraction task", born), (r"The named entity", '{"entities": []}'), (r".", '{"triples": []}')]
+    )
+    team = CooperKGC(llm_for(backend), TeamConfig(members=MEMBERS, rounds=1), SCHEMAS, mode="json")
+    trace = SampleTrace("s")
+    result = asyncio.run(team.run(messi_sentence(), trace))
+    assert result.final.items[0].arguments[0].text == "1987" and result.failed == 0
+    assert all(r["mode"] == "json" for r in trace.rows) and len(seen) == 6
+    enums = [s["$defs"]["EEEvent"]["properties"]["event_type"]["enum"] for s in seen if "EEEvent" in s.get("$defs", {})]
+    assert enums and enums[0] == list(SCHEMAS["ace05"].events)
+    assert '"Trigger Type' not in trace.rows[-1]["prompt"][-1]["content"]  # peers' replicas are JSON too

@@ -1,19 +1,20 @@
-"""Expert agents: template ``<task>_expert.<lang>.j2`` + the task's parser (text or json mode).
+"""Expert agents: template ``<task>_expert.<lang>.j2`` + the task's parser (text) or answer model (json).
 
-agent = make_expert("re", schema, mode="text")
-messages = agent.render("en", **expert_vars(schema, text=..., background=True, ...))
-extraction = agent.parse(reply)          # Extraction(items, reason, malformed)
+agent = make_expert("re", schema)
+vars = expert_vars(schema, text="...", language="en", background=True)
+messages = agent.render(vars.pop("language"), output_mode="text", **vars)   # exact prompt
+extraction = agent.parse(reply, "text")       # Extraction(items, reason, malformed)
+record = await agent.run(llm, {**vars, "language": "en"}, tag="ee_2:r1", mode="json")
 """
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Agent
-from pipelines.kgc.parsing import Extraction, answer_schema, parse_json_answer, parse_text_answer
+from pipelines.kgc.parsing import ANSWER_MODELS, Extraction, answer_schema, from_model, parse_text_answer
 from pipelines.kgc.schema import Schema
 
 HERE = Path(__file__).parent
@@ -33,30 +34,35 @@ def types_text(schema: Schema) -> str:
     return "[" + ", ".join(f"{e}: [{', '.join(roles)}]" for e, roles in schema.events.items()) + "]"
 
 
-def _parse(task: str, mode: str, schema: Schema, text: str) -> Extraction:
-    return parse_json_answer(task, text) if mode == "json" else parse_text_answer(task, text, schema)
-
-
 def make_expert(
     task: str,
     schema: Schema,
     *,
-    mode: str = "text",
     max_attempts: int = 2,
     retry_temperature: float | None = 0.7,
     max_tokens: int | None = None,
+    temperature: float | None = None,
+    n: int | None = None,
     name: str | None = None,
 ) -> Agent[Extraction]:
-    """The expert of ``task`` whose parser knows ``schema`` (to split tuples whose spans hold commas)."""
-    return Agent(
+    """The expert of ``task``: text mode parses the paper's format (``schema`` splits tuples whose
+    spans hold commas); json mode validates the task's answer model, whose JSON schema restricts
+    the type fields to ``schema``'s types (so constrained decoding can only pick those)."""
+    agent = Agent(
         f"{task}_expert",
         HERE,
-        partial(_parse, task, mode, schema),
+        partial(parse_text_answer, task, schema=schema),
         role=name or f"{task}_expert",
+        output=ANSWER_MODELS[task],
+        from_output=partial(from_model, task),
         max_attempts=max_attempts,
         retry_temperature=retry_temperature,
         max_tokens=max_tokens,
+        temperature=temperature,
+        n=n,
     )
+    agent.json_schema = answer_schema(task, schema)
+    return agent
 
 
 def expert_vars(
@@ -64,21 +70,17 @@ def expert_vars(
     *,
     text: str,
     language: str,
-    mode: str = "text",
     background: bool = True,
     demonstrations: list[dict[str, str]] | None = None,
     round: int = 0,
     last_answer: str = "",
     peers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """Template variables of one expert call (round 0 when ``round == 0``, else collaboration)."""
+    """Template variables of one expert call (round 0 when ``round == 0``, else collaboration);
+    the agent adds ``output_mode`` and ``output_schema`` when it renders."""
     return {
         "language": language,
         "background": background,
-        "output_mode": mode,
-        "output_schema": json.dumps(answer_schema(schema.task, schema), ensure_ascii=False, indent=1)
-        if mode == "json"
-        else "",
         "types": types_text(schema),
         "demonstrations": demonstrations or [],
         "text": text,
