@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from pipelines.kgc.parsing import answer_text
 from pipelines.kgc.schema import Sentence
 
 Embed = Callable[[list[str]], np.ndarray]
@@ -58,3 +59,13 @@ class DemoSelector:
         distances = np.linalg.norm(self._vectors(name) - self._query_vectors[text], axis=1)
         order = sorted(range(len(pool)), key=lambda i: (float(distances[i]), i))
         return [pool[i] for i in order if pool[i].text != text][:m]
+
+
+def demonstration_vars(
+    selector: DemoSelector | None, pool: str, text: str, task: str, m: int, *, mode: str = "text"
+) -> list[dict[str, str]]:
+    """Template variables of the ``m`` nearest demonstrations: ``[{"text", "answer"}]``, the answer
+    being the gold items in the output mode's format (the paper's tuples, or JSON)."""
+    if m <= 0 or selector is None:
+        return []
+    return [{"text": d.text, "answer": answer_text(task, d.gold(), mode=mode)} for d in selector.nearest(pool, text, m)]

@@ -28,7 +28,7 @@ from pydantic import Field
 from pipelines.agents import SampleTrace
 from pipelines.config import StrictModel
 from pipelines.kgc.agents.experts import DISPLAY, expert_vars, make_expert
-from pipelines.kgc.demos import DemoSelector
+from pipelines.kgc.demos import DemoSelector, demonstration_vars
 from pipelines.kgc.parsing import answer_text, schema_filter
 from pipelines.kgc.schema import Schema, Sentence, Task
 
@@ -179,10 +179,8 @@ class CooperKGC:
         return self._llms[role]
 
     def demonstrations(self, expert: Expert, sentence: Sentence) -> list[dict[str, str]]:
-        if self.cfg.shots == 0 or self.selector is None:
-            return []
-        demos = self.selector.nearest(expert.pool, sentence.text, self.cfg.ways * self.cfg.shots)
-        return [{"text": d.text, "answer": answer_text(expert.task, d.gold(), mode=self.mode)} for d in demos]
+        m = self.cfg.ways * self.cfg.shots
+        return demonstration_vars(self.selector, expert.pool, sentence.text, expert.task, m, mode=self.mode)
 
     async def ask(
         self, expert: Expert, sentence: Sentence, trace: SampleTrace, *, round: int, vars: dict, **extra

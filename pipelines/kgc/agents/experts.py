@@ -34,35 +34,35 @@ def types_text(schema: Schema) -> str:
     return "[" + ", ".join(f"{e}: [{', '.join(roles)}]" for e, roles in schema.events.items()) + "]"
 
 
-def make_expert(
+def extraction_agent(
+    name: str,
+    folder: Path,
     task: str,
     schema: Schema,
     *,
-    max_attempts: int = 2,
-    retry_temperature: float | None = 0.7,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-    n: int | None = None,
-    name: str | None = None,
+    role: str | None = None,
+    **sampling: Any,
 ) -> Agent[Extraction]:
-    """The expert of ``task``: text mode parses the paper's format (``schema`` splits tuples whose
-    spans hold commas); json mode validates the task's answer model, whose JSON schema restricts
-    the type fields to ``schema``'s types (so constrained decoding can only pick those)."""
+    """An agent whose reply is a ``task`` extraction: text mode parses the paper's format
+    (``schema`` splits tuples whose spans hold commas); json mode validates the task's answer
+    model, whose JSON schema restricts the type fields to ``schema``'s types (so constrained
+    decoding can only pick those). ``sampling``: Agent keywords (max_attempts, temperature, n, ...)."""
     agent = Agent(
-        f"{task}_expert",
-        HERE,
+        name,
+        folder,
         partial(parse_text_answer, task, schema=schema),
-        role=name or f"{task}_expert",
+        role=role or name,
         output=ANSWER_MODELS[task],
         from_output=partial(from_model, task),
-        max_attempts=max_attempts,
-        retry_temperature=retry_temperature,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        n=n,
+        **{k: v for k, v in sampling.items() if v is not None or k in ("retry_temperature",)},
     )
     agent.json_schema = answer_schema(task, schema)
     return agent
+
+
+def make_expert(task: str, schema: Schema, *, role: str | None = None, **sampling: Any) -> Agent[Extraction]:
+    """The expert of ``task`` (template ``<task>_expert``, role ``<task>_expert``)."""
+    return extraction_agent(f"{task}_expert", HERE, task, schema, role=role or f"{task}_expert", **sampling)
 
 
 def expert_vars(
