@@ -102,3 +102,57 @@ def test_argument_names_never_shadow_builtins():
     from pipelines.agents.parsing import identifier
 
     assert identifier("max") == "max_" and identifier("sum") == "sum_" and identifier("unit price") == "unit_price"
+
+
+# ---------------------------------------------------------------- json mode: the same results
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda a: a.name)
+def test_every_agent_in_json_mode_rejects_empty_garbage_and_off_schema(agent):
+    for bad in ("", "  \n\t", None, *GARBAGE, '{"unexpected": 1}', "[1, 2]"):
+        with pytest.raises(ParseError):
+            agent.parse(bad, "json")
+    assert agent.json_schema["type"] == "object"
+
+
+def test_plan_json_clean_noisy_and_bounded():
+    planner = make_planner(max_constraints=2)
+    clean = (
+        '{"constraints": [{"kind": "semantic", "text": "Does the question ask for a product?"},'
+        ' {"kind": "numerical", "text": "Is the first factor between 10 and 99?"}]}'
+    )
+    assert planner.parse(clean, "json").constraints == [
+        SubConstraint("semantic", "Does the question ask for a product?"),
+        SubConstraint("numerical", "Is the first factor between 10 and 99?"),
+    ]
+    noisy = "Here it is:\n```json\n" + clean + "\n```"
+    assert len(planner.parse(noisy, "json").constraints) == 2
+    assert planner.json_schema["properties"]["constraints"]["maxItems"] == 2
+    with pytest.raises(ParseError, match="constraints.0.kind"):
+        planner.parse('{"constraints": [{"kind": "visual", "text": "Is it red?"}]}', "json")
+    with pytest.raises(ParseError):
+        planner.parse('{"constraints": []}', "json")
+
+
+def test_solution_judgment_args_program_json():
+    solution = make_solver().parse('{"reasoning": "47 x 6 = 282.", "final_answer": "282"}', "json")
+    assert solution.answer == "282" and solution.text == "47 x 6 = 282.\nFinal answer: 282"
+    zh = make_solver().parse('{"reasoning": "47×6=282。", "final_answer": "282 个"}', "json")
+    assert zh.text == "47×6=282。\n最终答案：282 个"
+    judgment = make_semantic_judge().parse('{"reasoning": "It multiplies.", "answer": "Yes"}', "json")
+    assert judgment.verdict is True and judgment.reasoning == "It multiplies."
+    assert make_single_llm().parse('{"reasoning": "", "answer": "No"}', "json").verdict is False
+    with pytest.raises(ParseError, match="answer"):
+        make_semantic_judge().parse('{"reasoning": "x", "answer": "Maybe"}', "json")
+    args = make_arg_extractor().parse(
+        '{"arguments": [{"name": "First factor", "value": 47}, {"name": "prices", "value": [1.5, 2]}]}', "json"
+    )
+    assert args.values == {"first_factor": 47, "prices": [1.5, 2]}
+    with pytest.raises(ParseError, match="arguments"):
+        make_arg_extractor().parse('{"arguments": [{"name": "x", "value": "many"}]}', "json")
+    program = make_program_writer().parse('{"code": "print(10 <= first <= 99)"}', "json")
+    assert program.code == "print(10 <= first <= 99)"
+    with pytest.raises(ParseError, match="prints nothing"):
+        make_program_writer().parse('{"code": "x = 1"}', "json")
+    with pytest.raises(ParseError, match="not valid Python"):
+        make_program_writer().parse('{"code": "print(a >"}', "json")

@@ -67,6 +67,7 @@ def rendered():
     for lang in ("en", "zh"):
         for name, (agent, vars) in cases(lang).items():
             out[f"{name}.{lang}"] = agent.render(lang, **vars)
+            out[f"{name}.json.{lang}"] = agent.render(lang, output_mode="json", **vars)
         verdict = TeamVerdict(
             False,
             [
@@ -123,7 +124,21 @@ def test_spot_checks_independent_of_golden():
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
+def test_json_mode_adds_the_schema_to_the_system_text_only(lang):
+    r = rendered()
+    wording = {"en": "reply with one JSON object that matches this JSON schema", "zh": "只回复一个符合下面 JSON schema"}
+    for name, (agent, _) in cases(lang).items():
+        text, json_mode = r[f"{name}.{lang}"], r[f"{name}.json.{lang}"]
+        assert json_mode[1] == text[1], name  # the sample part is the same
+        assert json_mode[0]["content"].startswith(text[0]["content"]), name
+        added = json_mode[0]["content"][len(text[0]["content"]) :]
+        assert wording[lang] in added and added.endswith(agent.output_schema_text()), name
+        assert json.loads(agent.output_schema_text()) == agent.json_schema
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
 def test_system_text_is_shared_across_samples(lang):
     for name, (agent, vars) in cases(lang).items():
         other = {k: (v + " changed" if isinstance(v, str) else v) for k, v in vars.items()}
         assert agent.render(lang, **vars)[0] == agent.render(lang, **other)[0], name
+        assert agent.render(lang, output_mode="json", **vars)[0] == agent.render(lang, output_mode="json", **other)[0]

@@ -31,7 +31,14 @@ def test_text_mode_outputs_equal_the_recorded_ones(tmp_path: Path):
     expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
     cfg = TaggingConfig.model_validate(config_data(tmp_path))
     runtime = LLMRuntime(cfg.llm, backends={cfg.llm.default.model_dump_json(): backend()})
+    closed = []
+
+    async def close():
+        closed.append(True)
+
+    runtime.close = close
     metrics = generate_tagging(cfg, root=tmp_path, runtime=runtime)
+    assert closed == []  # a runtime passed in is left open
     outputs = read_outputs(tmp_path)
     assert outputs["predictions"] == expected["predictions"]
     assert outputs["sft"] == expected["sft"]

@@ -113,3 +113,97 @@ def test_bad_params_stop_with_a_clear_message(tmp_path, capsys):
         validate_section(
             {"llm": {"default": {"kind": "scripted", "replies": "x"}}, "sytems": []}, TaggingConfig, section="tagging"
         )
+
+
+JSON_REPLIES = [
+    {
+        "match": "task planner",
+        "reply": json.dumps(
+            {
+                "constraints": [
+                    {"kind": "semantic", "text": "Does the question fit?"},
+                    {"kind": "numerical", "text": "Is the first number positive?"},
+                ]
+            }
+        ),
+    },
+    {"match": "question solver", "reply": json.dumps({"reasoning": "Compute it.", "final_answer": "12"})},
+    {"match": "semantic judge", "reply": json.dumps({"reasoning": "It fits.", "answer": "Yes"})},
+    {"match": "First step: extract", "reply": json.dumps({"arguments": [{"name": "first", "value": 5}]})},
+    {"match": "Second step: write", "reply": json.dumps({"code": "print(first > 0)"})},
+    {"match": "expert math teacher", "reply": json.dumps({"reasoning": "Not this one.", "answer": "No"})},
+]
+
+
+def test_json_mode_parses_every_reply_and_exports_sft(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params = write_params(tmp_path, mode="json")
+    (tmp_path / "replies.jsonl").write_text("".join(json.dumps(r) + "\n" for r in JSON_REPLIES))
+    assert main(["--params", str(params)]) == 0
+    metrics = json.loads((tmp_path / "reports/generate_tagging/metrics.json").read_text())
+    team = metrics["systems"]["team"]
+    assert metrics["output_mode"] == "json" and team["failed_subtasks"] == 0
+    assert {a: c["unparseable"] for a, c in team["unparseable"].items()} == {
+        "arg_extractor": 0,
+        "planner": 0,
+        "program_writer": 0,
+        "semantic_judge": 0,
+        "solver": 0,
+    }
+    assert metrics["systems"]["single_llm"]["unparseable"]["single_llm"] == {"replies": 12, "unparseable": 0}
+    positives = team["overall"]["confusion"]["tp"] + team["overall"]["confusion"]["fn"]
+    assert metrics["sft_rows"] == positives > 0
+    traces = [json.loads(line) for line in (tmp_path / "data/generated/tagging/traces.jsonl").read_text().splitlines()]
+    planner = next(t for t in traces if t["agent"] == "planner")
+    assert planner["mode"] == "json" and '"maxItems": 5' in planner["prompt"][0]["content"]
+
+
+def test_failed_calls_over_the_budget_exit_1_after_writing_traces(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    params = write_params(tmp_path)
+    (tmp_path / "replies.jsonl").write_text(json.dumps(REPLIES[0]) + "\n")  # every other agent: LLMError
+    assert main(["--params", str(params)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: tagging: 12 of 12 samples failed (100% > max_failed_share 20%)")
+    assert "scripted backend: no rule matches" in err[-1]
+    reports = tmp_path / "reports/generate_tagging"
+    summary = json.loads((reports / "failures.json").read_text())
+    assert summary["failed_samples"] == 12 and summary["systems"]["team"]["errors"]["llm"] > 0
+    assert (tmp_path / "data/generated/tagging/traces.jsonl").stat().st_size > 0
+    assert not (reports / "metrics.json").exists()  # no result for DVC to record
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("limit: 12}", "tagging.data.limit: Input should be greater than or equal to 1 (got -3)"),
+        ("languages: [en], limit: 12}", "unknown role 'numerical_judg' in llm.roles; valid roles: planner, solver"),
+    ],
+)
+def test_empty_limits_and_unknown_roles_are_config_errors(tmp_path, capsys, change, message):
+    params = write_params(tmp_path)
+    text = params.read_text()
+    if "limit" in message:
+        text = text.replace("limit: 12}", "limit: -3}")
+    else:
+        text = text.replace(
+            "    cache: cache/llm.sqlite",
+            "    cache: cache/llm.sqlite\n    roles: {numerical_judg: {kind: scripted, replies: x}}",
+        )
+    params.write_text(text)
+    assert main(["--params", str(params)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_input_and_empty_evaluation_are_one_line_errors(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    params = write_params(tmp_path)
+    params.write_text(params.read_text().replace(str(ROOT / "data/tagging/demo.jsonl"), "data/missing.jsonl"))
+    assert main(["--params", str(params)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1].startswith("error: input not found: ") and "missing.jsonl" in err
+    assert "Traceback" not in err
+    params = write_params(tmp_path)
+    params.write_text(params.read_text().replace("languages: [en]", "knowledge_ids: [no_such_id]"))
+    assert main(["--params", str(params)]) == 1
+    assert "error: tagging: no samples to run" in capsys.readouterr().err
