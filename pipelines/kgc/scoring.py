@@ -111,3 +111,31 @@ def score(task: str, pairs: Iterable[tuple[Iterable[Any], Iterable[Any]]], *, of
     for kind in ("trigger", "argument") if task == "ee" else ():
         result[kind] = parts[kind].to_dict()
     return result
+
+
+def _mention(key: tuple) -> str:
+    return str(key[-1])
+
+
+def corrections(
+    task: str, gold_items: Iterable[Any], rounds: list[list[Any]], replicas: list[list[str]]
+) -> dict[str, int]:
+    """What changed between consecutive rounds of one expert.
+
+    ``rounds[t]``: its items in round t; ``replicas[t]``: the other experts' replica texts of round
+    t. An item *appeared* in round t when it was not in round t-1 (``from_peer`` when its mention
+    occurs in a peer's replica of round t-1), *disappeared* when it was there and is not any more;
+    ``*_correct`` count those that are gold items.
+    """
+    gold = item_keys(task, gold_items)
+    out = {"appeared": 0, "appeared_correct": 0, "appeared_from_peer": 0, "disappeared": 0, "disappeared_correct": 0}
+    for t in range(1, len(rounds)):
+        before, after = item_keys(task, rounds[t - 1]), item_keys(task, rounds[t])
+        peers = " ".join(replicas[t - 1]).casefold()
+        appeared, gone = after - before, before - after
+        out["appeared"] += len(appeared)
+        out["appeared_correct"] += len(appeared & gold)
+        out["appeared_from_peer"] += sum(_mention(k) in peers for k in appeared)
+        out["disappeared"] += len(gone)
+        out["disappeared_correct"] += len(gone & gold)
+    return out

@@ -19,7 +19,7 @@ Every round of every expert is kept, so F1 can be read per round.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,7 +47,8 @@ def _members(*pairs: tuple[str, str]) -> list[MemberConfig]:
 
 
 class TeamConfig(StrictModel):
-    """The team and the paper's ablation switches."""
+    """The team and the paper's ablation switches (the number of shots K comes per run, see
+    :class:`CooperKGC`; ``ways`` is N of the N-way K-shot demonstrations, M = N x K)."""
 
     members: dict[str, list[MemberConfig]] = Field(
         default_factory=lambda: {
@@ -58,7 +59,6 @@ class TeamConfig(StrictModel):
     rounds: int = Field(4, ge=0)
     simplification: bool = True
     background: bool = True
-    shots: int = Field(0, ge=0)
     ways: int = Field(1, ge=1)
     max_attempts: int = Field(2, ge=1)
     retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
@@ -81,6 +81,7 @@ class ExpertRound:
     error: str | None = None
     malformed: int = 0
     dropped: int = 0
+    prompt: list[dict[str, str]] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class TeamResult:
     sentence_id: str
     primary: str
     rounds: list[dict[str, ExpertRound]] = field(default_factory=list)
+    corrections: dict[str, int] = field(default_factory=dict)
 
     def items_per_round(self) -> list[list[Any]]:
         return [r[self.primary].items for r in self.rounds]
@@ -115,8 +117,9 @@ class Expert:
 class CooperKGC:
     """The team; ``llm_for(role)`` gives each expert role its LLM (``LLMRuntime.for_role``).
 
-    ``schemas`` maps dataset and schema names to schemas; ``selector`` chooses demonstrations
-    (``shots`` > 0); ``mode`` is ``text`` (the paper's tuples) or ``json`` (a schema per task)."""
+    ``schemas`` maps dataset and schema names to schemas; ``selector`` chooses ``ways x shots``
+    demonstrations per expert; ``mode`` is ``text`` (the paper's tuples) or ``json`` (a schema per
+    task); ``languages`` limits the start-up check of member schemas to the languages in the run."""
 
     def __init__(
         self,
@@ -125,13 +128,17 @@ class CooperKGC:
         schemas: dict[str, Schema],
         *,
         selector: DemoSelector | None = None,
+        shots: int = 0,
         mode: str = "text",
+        languages: Iterable[str] | None = None,
     ):
-        self.cfg, self.schemas, self.selector, self.mode = cfg, schemas, selector, mode
+        self.cfg, self.schemas, self.selector, self.mode, self.shots = cfg, schemas, selector, mode, shots
         self._llm_for = llm_for
         self._llms: dict[str, Any] = {}
         self._agents: dict[tuple[str, str], Any] = {}
         for language, members in cfg.members.items():
+            if languages is not None and language not in languages:
+                continue
             for member in members:
                 if member.schema_name not in schemas:
                     raise ValueError(
@@ -179,7 +186,7 @@ class CooperKGC:
         return self._llms[role]
 
     def demonstrations(self, expert: Expert, sentence: Sentence) -> list[dict[str, str]]:
-        m = self.cfg.ways * self.cfg.shots
+        m = self.cfg.ways * self.shots
         return demonstration_vars(self.selector, expert.pool, sentence.text, expert.task, m, mode=self.mode)
 
     async def ask(
@@ -196,6 +203,7 @@ class CooperKGC:
         out = ExpertRound(
             expert.name, expert.task, expert.schema.name, round, reply=record.reply, ok=record.ok, error=record.error
         )
+        out.prompt = record.prompt
         if record.ok:
             out.items, out.dropped = schema_filter(expert.task, record.parsed.items, expert.schema)
             out.malformed, out.reason = record.parsed.malformed, record.parsed.reason

@@ -105,3 +105,22 @@ def test_ee_hand_worked_triggers_and_arguments():
     assert result["overall"]["f1"] == pytest.approx(0.75)
     wrong_type = [Event("Life:Die", "Born", (Argument("Person", "Lionel Messi"),))]
     assert score("ee", [(gold, wrong_type)])["overall"]["tp"] == 0
+
+
+def test_corrections_count_appeared_and_disappeared_items():
+    from pipelines.kgc.scoring import corrections
+
+    gold = [Entity("PER", "Messi"), Entity("DATE", "1987")]
+    rounds = [
+        [Entity("PER", "Messi"), Entity("LOC", "Moon")],
+        [Entity("PER", "Messi"), Entity("DATE", "1987")],
+        [Entity("DATE", "1987")],
+    ]
+    replicas = [["(Messi, per:date_of_birth, 1987)"], ["NO"], ["NO"]]
+    assert corrections("ner", gold, rounds, replicas) == {
+        "appeared": 1,  # DATE 1987 in round 1, seen in a peer's replica of round 0
+        "appeared_correct": 1,
+        "appeared_from_peer": 1,
+        "disappeared": 2,  # Moon (wrong) in round 1, Messi (gold) in round 2
+        "disappeared_correct": 1,
+    }

@@ -24,9 +24,9 @@ MEMBERS = {
 }
 
 
-def run_team(cfg: TeamConfig, sentence: Sentence, backend=None, selector=None):
+def run_team(cfg: TeamConfig, sentence: Sentence, backend=None, selector=None, shots=0):
     backend = backend or ScriptedBackend(messi_rules())
-    team = CooperKGC(llm_for(backend), cfg, SCHEMAS, selector=selector)
+    team = CooperKGC(llm_for(backend), cfg, SCHEMAS, selector=selector, shots=shots)
     trace = SampleTrace(sentence.id)
     return asyncio.run(team.run(sentence, trace)), trace, backend
 
@@ -111,7 +111,7 @@ def test_demonstrations_are_the_nearest_pool_sentences():
         Sentence("ace05:p2", "ace05", "ee", "en", "Born in Paris in 1950 Anna Smith is a famous painter .", events=[]),
     ]
     selector = DemoSelector({"ace05": pool}, char_embed)
-    _, trace, _ = run_team(TeamConfig(members=MEMBERS, rounds=0, shots=1), messi_sentence(), selector=selector)
+    _, trace, _ = run_team(TeamConfig(members=MEMBERS, rounds=0), messi_sentence(), selector=selector, shots=1)
     ee = [r for r in trace.rows if r["expert"] == "ee_2"][0]["prompt"][-1]["content"]
     assert ee.startswith("Examples:\nText: Born in Paris in 1950 Anna Smith is a famous painter .\nAnswer: NO\n")
     ner = [r for r in trace.rows if r["expert"] == "ner_0"][0]["prompt"][-1]["content"]

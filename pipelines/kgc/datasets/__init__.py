@@ -40,6 +40,9 @@ class DatasetConfig(StrictModel):
     ``schema_name``: a bundled schema name or a JSON file (default: the format's own); DuEE needs
     ``schema_file`` (its official schema file). ``sample``: sentences scored (seeded; null = all);
     the rest of the files form the demonstration pool, or ``pool_files`` when given.
+    ``fallback_files`` (and ``fallback_schema_file``) are read instead when a file of ``files`` is
+    missing (e.g. ``../shared`` absent: the project's demo set); ``optional`` skips the dataset
+    when neither exists.
     """
 
     name: str
@@ -50,7 +53,25 @@ class DatasetConfig(StrictModel):
     sample: int | None = Field(100, ge=1)
     seed: int = 13
     pool_files: list[str] = []
+    fallback_files: list[str] = []
+    fallback_schema_file: str | None = None
     optional: bool = False
+
+    def resolved(self, root: Path | str = ".") -> DatasetConfig | None:
+        """This config, or its fallback when a file is missing; None when an optional dataset has
+        neither; raises FileNotFoundError for a required one."""
+        root = Path(root)
+        if all((root / f).exists() for f in self.files):
+            return self
+        if self.fallback_files and all((root / f).exists() for f in self.fallback_files):
+            schema_file = self.fallback_schema_file or self.schema_file
+            return self.model_copy(
+                update={"files": self.fallback_files, "schema_file": schema_file, "fallback_files": []}
+            )
+        if self.optional:
+            return None
+        missing = next(f for f in self.files if not (root / f).exists())
+        raise FileNotFoundError(f"dataset {self.name}: file {root / missing} not found (and no fallback_files)")
 
 
 def schema_for(cfg: DatasetConfig, root: Path | str = ".") -> Schema:
