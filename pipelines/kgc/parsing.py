@@ -89,6 +89,16 @@ class EEAnswer(BaseModel):
 ANSWER_MODELS: dict[str, type[BaseModel]] = {"ner": NERAnswer, "re": REAnswer, "ee": EEAnswer}
 
 
+JSON_EXAMPLES = {
+    "ner": '{"reason": "...", "entities": [{"type": "<entity type>", "text": "<entity>"}]}',
+    "re": '{"reason": "...", "triples": [{"head": "<head entity>", "relation": "<relation type>", '
+    '"tail": "<tail entity>"}]}',
+    "ee": '{"reason": "...", "events": [{"event_type": "<event type>", "trigger": "<trigger word>", '
+    '"arguments": [{"role": "<role>", "text": "<argument>"}]}]}',
+}
+"""The answer form shown to the model in json mode (short; the backend enforces the full schema)."""
+
+
 def answer_schema(task: str, schema: Schema | None = None) -> dict[str, Any]:
     """The JSON schema of a task's answer; with ``schema``, type fields are enums of its types."""
     result = ANSWER_MODELS[task].model_json_schema()

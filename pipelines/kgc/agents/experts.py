@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Agent
-from pipelines.kgc.parsing import ANSWER_MODELS, Extraction, answer_schema, from_model, parse_text_answer
+from pipelines.kgc.parsing import ANSWER_MODELS, JSON_EXAMPLES, Extraction, answer_schema, from_model, parse_text_answer
 from pipelines.kgc.schema import Schema
 
 HERE = Path(__file__).parent
@@ -77,11 +77,13 @@ def expert_vars(
     peers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Template variables of one expert call (round 0 when ``round == 0``, else collaboration);
-    the agent adds ``output_mode`` and ``output_schema`` when it renders."""
+    the agent adds ``output_mode`` when it renders (json mode shows ``json_example``, the short
+    answer form; the backend is sent the full schema)."""
     return {
         "language": language,
         "background": background,
         "types": types_text(schema),
+        "json_example": JSON_EXAMPLES[schema.task],
         "demonstrations": demonstrations or [],
         "text": text,
         "round": round,

@@ -16,7 +16,7 @@ from typing import Any
 from pipelines.agents import Agent, ParseError, SampleTrace
 from pipelines.kgc.agents.experts import extraction_agent, types_text
 from pipelines.kgc.baselines.common import BaselineResult, extraction_step, words
-from pipelines.kgc.parsing import NO_ANSWER
+from pipelines.kgc.parsing import JSON_EXAMPLES, NO_ANSWER
 from pipelines.kgc.schema import Schema, Sentence
 
 HERE = Path(__file__).parent
@@ -68,7 +68,12 @@ class ChatIE:
 
     async def run(self, sentence: Sentence, trace: SampleTrace) -> BaselineResult:
         schema = self.schemas[sentence.dataset]
-        base = {"text": sentence.text, "language": sentence.language, "types": types_text(schema)}
+        base = {
+            "text": sentence.text,
+            "language": sentence.language,
+            "types": types_text(schema),
+            "json_example": JSON_EXAMPLES[schema.task],
+        }
         base.update(
             {
                 k: v

@@ -11,6 +11,7 @@ from typing import Any
 from pipelines.agents import Agent, ParseError, SampleTrace
 from pipelines.kgc.agents.experts import extraction_agent, types_text
 from pipelines.kgc.baselines.common import BaselineResult, extraction_step, words
+from pipelines.kgc.parsing import JSON_EXAMPLES
 from pipelines.kgc.schema import Schema, Sentence
 
 HERE = Path(__file__).parent
@@ -40,7 +41,12 @@ class CoTER:
             self._final[schema.name] = extraction_agent(
                 "coter_step", HERE, schema.task, schema, role="coter", **self.sampling
             )
-        vars: dict[str, Any] = {"text": sentence.text, "language": sentence.language, "types": types_text(schema)}
+        vars: dict[str, Any] = {
+            "text": sentence.text,
+            "language": sentence.language,
+            "types": types_text(schema),
+            "json_example": JSON_EXAMPLES[schema.task],
+        }
         vars.update(words(sentence.language, schema.task))
         result = BaselineResult()
         for step in (1, 2):
