@@ -48,7 +48,10 @@ def read_data(cfg: KGCConfig, root: Path) -> tuple[list[Sentence], dict[str, lis
             log.info("kgc: dataset %s left out (optional; %s not found)", entry.name, ", ".join(entry.files))
             continue
         dataset = load_dataset(resolved, root)
-        sample, rest = split_sample(dataset.sentences, resolved.sample, seed=resolved.seed)
+        if resolved.evaluate:
+            sample, rest = split_sample(dataset.sentences, resolved.sample, seed=resolved.seed)
+        else:
+            sample, rest = [], dataset.sentences
         pools[entry.name] = load_dataset(resolved, root, pool=True).sentences if resolved.pool_files else rest
         schemas[entry.name] = dataset.schema
         evaluated.extend(sample)

@@ -7,6 +7,8 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from stages.generate_kgc import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,3 +117,29 @@ def test_bad_params_and_unreadable_dataset(tmp_path, monkeypatch, capsys):
     )
     assert main(["--params", str(params)]) == 1
     assert "bad.conll:2: expected a token and its tag" in capsys.readouterr().err
+
+
+def test_project_params_section_is_valid_and_strict(tmp_path):
+    from pipelines.config import ConfigError, load_section
+    from pipelines.kgc.config import KGCConfig
+
+    cfg = load_section("kgc", KGCConfig, ROOT / "params.yaml")
+    assert cfg.output_mode == "json" and cfg.systems == ["cooperkgc", "autokg"] and cfg.team.simplification
+    assert {d.name for d in cfg.datasets} == {"conllpp", "nyt11_hrl", "ace05", "msra", "duie2", "duee1"}
+    assert all(d.resolved(ROOT) is not None for d in cfg.datasets)  # demo fallbacks exist in the repo
+    bad = tmp_path / "params.yaml"
+    bad.write_text((ROOT / "params.yaml").read_text().replace("    simplification: true", "    simplify: true"))
+    with pytest.raises(ConfigError, match="kgc.team.simplify"):
+        load_section("kgc", KGCConfig, bad)
+    roles = tmp_path / "roles.yaml"
+    roles.write_text(
+        (ROOT / "params.yaml")
+        .read_text()
+        .replace(
+            "    roles: {}                            # per-role backend/sampling; only: ner_expert",
+            "    roles: {ner_exprt: {sampling: {max_tokens: 9}}}  # only: ner_expert",
+            1,
+        )
+    )
+    with pytest.raises(ConfigError, match="ner_exprt"):
+        load_section("kgc", KGCConfig, roles)

@@ -42,7 +42,8 @@ class DatasetConfig(StrictModel):
     the rest of the files form the demonstration pool, or ``pool_files`` when given.
     ``fallback_files`` (and ``fallback_schema_file``) are read instead when a file of ``files`` is
     missing (e.g. ``../shared`` absent: the project's demo set); ``optional`` skips the dataset
-    when neither exists.
+    when neither exists. ``evaluate: false`` reads a dataset only for its schema and its
+    demonstration pool (the knowledge background of a team member), scoring none of it.
     """
 
     name: str
@@ -56,6 +57,7 @@ class DatasetConfig(StrictModel):
     fallback_files: list[str] = []
     fallback_schema_file: str | None = None
     optional: bool = False
+    evaluate: bool = True
 
     def resolved(self, root: Path | str = ".") -> DatasetConfig | None:
         """This config, or its fallback when a file is missing; None when an optional dataset has
