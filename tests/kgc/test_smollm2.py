@@ -1,5 +1,7 @@
-"""A 5-sentence run of the stage with the offline default model (SmolLM2-135M, json mode) completes
-and writes every output; a 135M model rarely gives usable extractions, so only the run is checked."""
+"""A 5-sentence run of the stage (English demo set, 1 round) with the offline default model
+(SmolLM2-135M, json mode) completes and writes every output; a 135M model rarely gives usable
+extractions, so only the run is checked. About 4 CPU-minutes (Chinese prompts cost SmolLM2's
+tokenizer about 3x the tokens)."""
 
 from __future__ import annotations
 
@@ -26,11 +28,8 @@ def test_five_sentences_with_the_offline_model(tmp_path, monkeypatch):
         kgc:
           datasets:
             - {{name: conllpp, format: conll, files: [{DEMO / "ner_en.conll"}], sample: 2}}
-            - {{name: nyt11_hrl, format: nyt11_hrl, files: [{DEMO / "re_en.nyt.jsonl"}], sample: 1}}
+            - {{name: nyt11_hrl, format: nyt11_hrl, files: [{DEMO / "re_en.nyt.jsonl"}], sample: 2}}
             - {{name: ace05, format: ace05, files: [{DEMO / "ee_en.oneie.jsonl"}], sample: 1}}
-            - {{name: duie2, format: duie, files: [{DEMO / "re_zh.duie.jsonl"}], sample: 1}}
-            - {{name: duee1, format: duee, files: [{DEMO / "ee_zh.duee.jsonl"}], evaluate: false,
-               schema_file: {DEMO / "ee_zh.duee_schema.jsonl"}}}
           systems: [cooperkgc]
           output_mode: json
           concurrency: 16
@@ -49,7 +48,7 @@ def test_five_sentences_with_the_offline_model(tmp_path, monkeypatch):
     metrics = json.loads((tmp_path / "reports/generate_kgc/metrics.json").read_text())
     assert metrics["n_evaluated"] == 5 and metrics["failed_samples"] == 0
     team = metrics["systems"]["cooperkgc@0shot"]
-    assert set(team["datasets"]) == {"conllpp", "nyt11_hrl", "ace05", "duie2"}
+    assert set(team["datasets"]) == {"conllpp", "nyt11_hrl", "ace05"}
     assert all(len(d["f1_per_round"]) == 2 for d in team["datasets"].values())
     traces = (tmp_path / "data/generated/kgc/traces.jsonl").read_text().splitlines()
     assert sum(1 for t in traces if json.loads(t).get("mode") == "json") == 5 * 3 * 2
