@@ -205,21 +205,38 @@ class Agent(Generic[T]):
             language or self.default_language, output_mode=output_mode, output_schema=schema, **vars
         )
 
-    def parse(self, text: str | None, mode: OutputMode = "text") -> T:
-        """Parsed result of a reply; raises :class:`ParseError` for an empty or malformed one."""
+    def parse(self, text: str | None, mode: OutputMode = "text", *, truncated: bool = False) -> T:
+        """Parsed result of a reply; raises :class:`ParseError` for an empty or malformed one.
+
+        ``truncated`` (json mode): the reply was cut by ``max_tokens``; the JSON prefix is closed
+        and what it holds is validated (a schema whose required fields came first still parses).
+        """
         if text is None or not text.strip():
             raise ParseError("empty reply")
         if mode == "text":
             return self.parser(text)
         self._check_mode(mode)
-        from pipelines.agents.parsing import json_object
+        from pipelines.agents.parsing import json_object, truncated_json_objects
 
         try:
-            value = self.output.model_validate(json_object(text))
-        except ValidationError as exc:
-            first = exc.errors()[0]
+            candidates = [json_object(text)]
+        except ParseError:
+            if not truncated:
+                raise
+            candidates = list(truncated_json_objects(text))
+            if not candidates:
+                raise
+        value, first_error = None, None
+        for data in candidates:
+            try:
+                value = self.output.model_validate(data)
+                break
+            except ValidationError as exc:
+                first_error = first_error or exc
+        if value is None:
+            first = first_error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "reply"
-            raise ParseError(f"reply does not match {self.output.__name__}: {where}: {first['msg']}") from None
+            raise ParseError(f"reply does not match {self.output.__name__}: {where}: {first['msg']}")
         if self.from_output is not None:
             return self.from_output(value)
         to_result = getattr(value, "to_result", None)
@@ -282,7 +299,7 @@ class Agent(Generic[T]):
             record.usage["completion_tokens"] += result.usage.completion_tokens
             record.reply = result.text
             record.replies.append(result.text)
-            record.choices = [self._parse_choice(choice.text, mode) for choice in result.choices]
+            record.choices = [self._parse_choice(c.text, mode, c.finish_reason) for c in result.choices]
             record.unparseable += sum(c["error"] is not None for c in record.choices)
             good = next((c for c in record.choices if c["error"] is None), None)
             if good is None:
@@ -294,8 +311,12 @@ class Agent(Generic[T]):
             return record
         return record
 
-    def _parse_choice(self, text: str, mode: OutputMode) -> dict[str, Any]:
+    def _parse_choice(self, text: str, mode: OutputMode, finish_reason: str = "stop") -> dict[str, Any]:
+        choice: dict[str, Any] = {"text": text, "parsed": None, "error": None}
+        if finish_reason != "stop":
+            choice["finish_reason"] = finish_reason
         try:
-            return {"text": text, "parsed": self.parse(text, mode), "error": None}
+            choice["parsed"] = self.parse(text, mode, truncated=finish_reason == "length")
         except (ParseError, ValueError) as exc:  # ValueError: e.g. json's limit on huge integers
-            return {"text": text, "parsed": None, "error": str(exc)}
+            choice["error"] = str(exc)
+        return choice

@@ -11,6 +11,7 @@ import builtins
 import json
 import keyword
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from pipelines.agents.agent import ParseError
@@ -84,3 +85,50 @@ def code_block(text: str) -> str:
     if "print(" in text:
         return text.strip()
     raise ParseError("no code block found; expected ```python ... ```")
+
+
+def _closers(prefix: str) -> str | None:
+    """The brackets (and quote) that close a JSON prefix, or None when it is not one we can close."""
+    stack, in_string, escaped = [], False, False
+    for char in prefix:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif char in "}]" and (not stack or stack.pop() != char):
+            return None
+    if escaped:
+        return None
+    return ('"' if in_string else "") + "".join(reversed(stack))
+
+
+def truncated_json_objects(text: str, limit: int = 400) -> Iterator[dict[str, Any]]:
+    """Objects read from a reply cut off by the length limit (a valid JSON prefix, as constrained
+    decoding writes it), longest first: each prefix that parses once its open string and brackets
+    are closed. The caller keeps the first one its schema accepts (a cut-off last item is dropped
+    by the next shorter prefix)."""
+    start = text.find("{")
+    if start == -1:
+        return
+    body = text[start:].rstrip()
+    cuts = [len(body)] + [i + 1 for i in range(len(body) - 2, 0, -1) if body[i] in '"}]0123456789el']
+    seen: list[Any] = []
+    for cut in cuts[:limit]:
+        prefix = body[:cut]
+        closers = _closers(prefix)
+        if closers is None:
+            continue
+        try:
+            value = json.loads(prefix + closers)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and value not in seen:
+            seen.append(value)
+            yield value

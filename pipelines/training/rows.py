@@ -11,6 +11,7 @@ Output rows (trl's conversational prompt–completion and preference formats, on
 - DPO: ``{"id", "source", "prompt": [...], "chosen": [...], "rejected": [...], "meta": json str}``
 
 A bad row raises :class:`RowError` with a short reason; the caller counts it and keeps going.
+Every exporter builds its input rows with :func:`sft_row` / :func:`dpo_row` (validated once, here).
 """
 
 from __future__ import annotations

@@ -163,3 +163,27 @@ def test_schema_that_cannot_compile_raises_naming_the_agent():
 
     with pytest.raises(AgentSchemaError, match="agent 'typed': output model NoSchema has no JSON schema"):
         Agent("typed", FIXTURES, parse_text, output=NoSchema)
+
+
+def test_a_json_reply_cut_by_max_tokens_keeps_what_it_holds():
+    class Cut(FakeLLM):
+        async def chat(self, messages, params=None, **kwargs):
+            result = await super().chat(messages, params, **kwargs)
+            result.choices[0].finish_reason = "length"
+            return result
+
+    class AnswerFirst(BaseModel):
+        answer: Literal["Yes", "No"]
+        reasoning: str = ""
+
+        def to_result(self) -> bool:
+            return self.answer == "Yes"
+
+    agent = Agent("typed", FIXTURES, parse_text, output=AnswerFirst, max_attempts=1)
+    record = asyncio.run(
+        agent.run(Cut(['{"answer": "No", "reasoning": "A stone is not a fru']), {"item": "stone"}, mode="json")
+    )
+    assert record.ok and record.parsed is False and record.choices[0]["finish_reason"] == "length"
+    # the same text that ended normally is malformed, and a cut before the required field stays unparseable
+    assert not asyncio.run(agent.run(FakeLLM(['{"answer": "No", "reasoning": "A st']), {"item": "x"}, mode="json")).ok
+    assert not asyncio.run(agent.run(Cut(['{"reasoning": "A st']), {"item": "x"}, mode="json")).ok

@@ -156,3 +156,17 @@ def test_solution_judgment_args_program_json():
         make_program_writer().parse('{"code": "x = 1"}', "json")
     with pytest.raises(ParseError, match="not valid Python"):
         make_program_writer().parse('{"code": "print(a >"}', "json")
+
+
+def test_json_replies_cut_by_max_tokens_keep_their_complete_fields():
+    cut_plan = '{"constraints": [{"kind": "semantic", "text": "Does it multiply?"}, {"kind": "nume'
+    plan = make_planner().parse(cut_plan, "json", truncated=True)
+    assert plan.constraints == [SubConstraint("semantic", "Does it multiply?")]
+    with pytest.raises(ParseError):
+        make_planner().parse(cut_plan, "json")  # not cut by the length limit: malformed
+    judgment = make_semantic_judge().parse('{"answer": "Yes", "reasoning": "The question mul', "json", truncated=True)
+    assert judgment.verdict is True and judgment.reasoning == "The question mul"
+    solution = make_solver().parse('{"final_answer": "282", "reasoning": "47 x', "json", truncated=True)
+    assert solution.answer == "282" and solution.text == "47 x\nFinal answer: 282"
+    with pytest.raises(ParseError):
+        make_program_writer().parse('{"code": "print(10 <= first', "json", truncated=True)  # not valid Python

@@ -24,6 +24,7 @@ def test_five_questions_complete_on_the_default_model(tmp_path, one_torch_thread
                 "knowledge_ids": ["mul_2d_by_1d"],
             },
             "systems": ["team"],
+            "output_mode": "text",
             "concurrency": 16,
             "progress": False,
             "llm": {

@@ -1,8 +1,8 @@
 """Semantic judge: (definition, question, solution, one semantic sub-constraint) -> reasoned Yes/No.
 
 Text reply: short reasoning, then ``<Yes>`` or ``<No>`` (the last tag counts; ``<是>``/``<否>`` and
-``Answer: Yes`` are accepted too). JSON reply: :class:`JudgmentOutput` (reasoning, then the
-answer). The same result type and parsers serve the single-LLM baseline.
+``Answer: Yes`` are accepted too). JSON reply: :class:`JudgmentOutput` (the answer first, so a
+reply cut by ``max_tokens`` still parses). The same result type and parsers serve the single-LLM baseline.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ class Judgment:
 
 
 class JudgmentOutput(BaseModel):
-    """JSON-mode reply of a judge: reasoning first, then the answer."""
+    """JSON-mode reply of a judge: the answer, then a short reason."""
 
-    reasoning: str = Field(max_length=160)
     answer: Literal["Yes", "No"]
+    reasoning: str = Field("", max_length=160)
 
     def to_result(self) -> Judgment:
         return Judgment(self.answer == "Yes", self.reasoning.strip())

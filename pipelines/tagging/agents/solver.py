@@ -2,7 +2,8 @@
 
 Text reply: reasoning steps, then a line ``Final answer: ...`` (``最终答案：...``). A reply with
 neither a final-answer line nor any digit is not a solution (ParseError). JSON reply:
-:class:`SolutionOutput`; its solution text ends with the same ``Final answer:`` line.
+:class:`SolutionOutput` (the answer first, so a reply cut by ``max_tokens`` still parses);
+its solution text ends with the same ``Final answer:`` line.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ class Solution:
 class SolutionOutput(BaseModel):
     """JSON-mode reply of the solver."""
 
-    reasoning: str = Field(max_length=200)
     final_answer: str = Field(min_length=1, max_length=40)
+    reasoning: str = Field("", max_length=200)
 
     def to_result(self) -> Solution:
         answer = self.final_answer.strip()
