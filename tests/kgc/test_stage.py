@@ -52,7 +52,8 @@ def write_params(tmp_path: Path, systems="[cooperkgc, autokg, chatie, coter, sel
           team: {{rounds: 2}}
           self_consistency: {{k: 3, via: sample_index}}
           sft: {{min_f1: 0.0}}
-        {extra}""")
+        """)
+        + extra
     )
     return params
 
@@ -143,3 +144,19 @@ def test_project_params_section_is_valid_and_strict(tmp_path):
     )
     with pytest.raises(ConfigError, match="ner_exprt"):
         load_section("kgc", KGCConfig, roles)
+
+
+def test_one_shot_demonstrations_are_the_nearest_by_minilm(tmp_path, monkeypatch):
+    from tests.tiny_models import minilm_dir
+
+    monkeypatch.chdir(tmp_path)
+    params = write_params(tmp_path, systems="[autokg]", extra=f"  shots: [1]\n  embedder: {{path: {minilm_dir()}}}\n")
+    assert main(["--params", str(params)]) == 0
+    traces = [json.loads(line) for line in (tmp_path / "data/generated/kgc/traces.jsonl").read_text().splitlines()]
+    prompts = [t["prompt"][-1]["content"] for t in traces if t["system"] == "autokg@1shot"]
+    shown = [p for p in prompts if p.startswith("Examples:\nText: ")]
+    # conllpp and nyt11_hrl keep a pool (4 and 3 sentences); all 5 ace05 sentences are scored, so no pool
+    assert len(prompts) == 11 and len(shown) == 6
+    for prompt in shown:  # the demonstration is another sentence, with its gold answer in the paper's format
+        demo, sentence = prompt.split("\n")[1], prompt.split("\n\n")[-1].split("\n")[0]
+        assert demo != sentence and prompt.split("\n")[2].startswith("Answer: ")
