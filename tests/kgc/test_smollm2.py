@@ -1,7 +1,6 @@
 """A 5-sentence run of the stage (English demo set, 1 round) with the offline default model
 (SmolLM2-135M, json mode) completes and writes every output; a 135M model rarely gives usable
-extractions, so only the run is checked. About 4 CPU-minutes (Chinese prompts cost SmolLM2's
-tokenizer about 3x the tokens)."""
+extractions, so only the run is checked. About 3 CPU-minutes (10 min wall at load average 8)."""
 
 from __future__ import annotations
 
