@@ -11,20 +11,22 @@ and also Markdown tables with the same columns and JSON in the json-mode shape; 
 is an empty answer. Complete tuples of a truncated reply are kept; a tuple of the wrong shape is
 counted in ``malformed``. A reply with nothing of the kind raises :class:`ParseError`.
 
-Json mode validates the reply against a pydantic model per task (:data:`ANSWER_MODELS`).
+Json mode validates the reply against a pydantic model per task (:mod:`pipelines.kgc.answers`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from pipelines.agents import ParseError
+from pipelines.kgc.answers import ANSWER_MODELS, JSON_EXAMPLES, Extraction, answer_schema, from_model
 from pipelines.kgc.schema import Argument, Entity, Event, Schema, Triple
+
+__all__ = ["ANSWER_MODELS", "JSON_EXAMPLES", "Extraction", "answer_schema", "answer_text", "from_model"]
 
 ANSWER_MARK = re.compile(r"(?:final answer|answer|答案|最终答案)\s*[:：]", re.I)
 NO_ANSWER = re.compile(r"^\W*(no|none|无|没有|不存在)\W*$", re.I)
@@ -35,100 +37,6 @@ TRIGGER_TYPE = re.compile(r"(?:trigger type|event type|事件类型|触发词类
 TRIGGER_WORD = re.compile(r"(?:trigger word|trigger|触发词)" + FIELD, re.I)
 ARGUMENTS = re.compile(r"(?:arguments|论元)\s*[:：](.*)", re.I | re.S)
 FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)(?:```|\Z)", re.S)
-
-
-@dataclass
-class Extraction:
-    """One expert's parsed answer: the items, the reasons given, and tuples that did not fit."""
-
-    items: list[Any] = field(default_factory=list)
-    reason: str = ""
-    malformed: int = 0
-
-
-# ---------------------------------------------------------------- json mode models
-
-
-class NEREntity(BaseModel):
-    type: str
-    text: str
-
-
-class NERAnswer(BaseModel):
-    reason: str = ""
-    entities: list[NEREntity]
-
-
-class RETriple(BaseModel):
-    head: str
-    relation: str
-    tail: str
-
-
-class REAnswer(BaseModel):
-    reason: str = ""
-    triples: list[RETriple]
-
-
-class EEArgument(BaseModel):
-    role: str
-    text: str
-
-
-class EEEvent(BaseModel):
-    event_type: str
-    trigger: str
-    arguments: list[EEArgument] = []
-
-
-class EEAnswer(BaseModel):
-    reason: str = ""
-    events: list[EEEvent]
-
-
-ANSWER_MODELS: dict[str, type[BaseModel]] = {"ner": NERAnswer, "re": REAnswer, "ee": EEAnswer}
-
-
-JSON_EXAMPLES = {
-    "ner": '{"reason": "...", "entities": [{"type": "<entity type>", "text": "<entity>"}]}',
-    "re": '{"reason": "...", "triples": [{"head": "<head entity>", "relation": "<relation type>", '
-    '"tail": "<tail entity>"}]}',
-    "ee": '{"reason": "...", "events": [{"event_type": "<event type>", "trigger": "<trigger word>", '
-    '"arguments": [{"role": "<role>", "text": "<argument>"}]}]}',
-}
-"""The answer form shown to the model in json mode (short; the backend enforces the full schema)."""
-
-
-def answer_schema(task: str, schema: Schema | None = None) -> dict[str, Any]:
-    """The JSON schema of a task's answer; with ``schema``, type fields are enums of its types."""
-    result = ANSWER_MODELS[task].model_json_schema()
-    if schema is not None:
-        defs = result.get("$defs", {})
-        enum = {"ner": ("NEREntity", "type"), "re": ("RETriple", "relation"), "ee": ("EEEvent", "event_type")}[task]
-        if schema.types():
-            defs[enum[0]]["properties"][enum[1]]["enum"] = schema.types()
-        if task == "ee":
-            roles = sorted({r for roles in schema.events.values() for r in roles})
-            defs["EEArgument"]["properties"]["role"]["enum"] = roles
-    return result
-
-
-def from_model(task: str, answer: BaseModel) -> Extraction:
-    """A validated answer model as the typed extraction."""
-    if task == "ner":
-        items: list[Any] = [Entity(e.type.strip(), e.text.strip()) for e in answer.entities]
-    elif task == "re":
-        items = [Triple(t.head.strip(), t.relation.strip(), t.tail.strip()) for t in answer.triples]
-    else:
-        items = [
-            Event(
-                e.event_type.strip(),
-                e.trigger.strip(),
-                tuple(Argument(a.role.strip(), a.text.strip()) for a in e.arguments),
-            )
-            for e in answer.events
-        ]
-    return Extraction(items, answer.reason.strip())
 
 
 def _json_values(text: str) -> list[Any]:
