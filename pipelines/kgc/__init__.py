@@ -1,0 +1,1 @@
+"""Knowledge-graph construction by collaborating NER, RE and EE experts (CooperKGC)."""

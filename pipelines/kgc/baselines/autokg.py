@@ -1,0 +1,44 @@
+"""AutoKG-style baseline: one LLM call with the task definition and the schema (0- or K-shot),
+without the team's knowledge background or collaboration (the vanilla LLM extractor)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.agents import SampleTrace
+from pipelines.kgc.agents.experts import expert_vars, make_expert
+from pipelines.kgc.baselines.common import BaselineResult, extraction_step
+from pipelines.kgc.demos import DemoSelector, demonstration_vars
+from pipelines.kgc.schema import Schema, Sentence
+
+
+class AutoKG:
+    def __init__(
+        self,
+        llm_for: Callable[[str], Any],
+        schemas: dict[str, Schema],
+        *,
+        shots: int = 0,
+        selector: DemoSelector | None = None,
+        mode: str = "text",
+        **sampling: Any,
+    ):
+        self.llm = llm_for("autokg")
+        self.schemas, self.shots, self.selector, self.mode, self.sampling = schemas, shots, selector, mode, sampling
+        self._agents: dict[str, Any] = {}
+
+    async def run(self, sentence: Sentence, trace: SampleTrace) -> BaselineResult:
+        schema = self.schemas[sentence.dataset]
+        if schema.name not in self._agents:
+            self._agents[schema.name] = make_expert(schema.task, schema, role="autokg", **self.sampling)
+        demos = demonstration_vars(
+            self.selector, sentence.dataset, sentence.text, schema.task, self.shots, mode=self.mode
+        )
+        vars = expert_vars(
+            schema, text=sentence.text, language=sentence.language, background=False, demonstrations=demos
+        )
+        items, record = await extraction_step(
+            self._agents[schema.name], self.llm, vars, schema, trace, tag="autokg", mode=self.mode
+        )
+        return BaselineResult(items, record.calls, int(not record.ok))

@@ -1,0 +1,79 @@
+"""The ``kgc`` section of params.yaml (stage ``generate_kgc``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from pipelines.agents.harness import GenerationOutputs, check_roles
+from pipelines.config import StrictModel
+from pipelines.kgc.datasets import DatasetConfig
+from pipelines.kgc.team import TeamConfig
+from pipelines.llm.config import LLMConfig
+from pipelines.retrieval.config import EmbedderConfig
+
+Method = Literal["cooperkgc", "autokg", "chatie", "coter", "self_consistency"]
+ROLES = ("ner_expert", "re_expert", "ee_expert", "autokg", "chatie", "coter", "self_consistency")
+"""The LLM roles of the KGC systems (``llm.roles`` may name only these)."""
+
+
+class SelfConsistencyConfig(StrictModel):
+    """k samples of one expert at ``temperature``, majority vote; ``via``: ``n`` (one request with
+    n = k) or ``sample_index`` (k requests)."""
+
+    k: int = Field(5, ge=1)
+    temperature: float = Field(0.7, gt=0.0, le=2.0)
+    via: Literal["n", "sample_index"] = "n"
+
+
+class SFTConfig(StrictModel):
+    """SFT rows from the team's final answers (sentence + task -> extraction in the output mode's
+    format): rows of the first ``shots`` entry, sentences whose final answer scores at least
+    ``min_f1`` against gold (0 keeps every answer that parsed)."""
+
+    min_f1: float = Field(0.5, ge=0.0, le=1.0)
+
+
+class OutputsConfig(GenerationOutputs):
+    """The one place the stage's output folders are named (dvc.yaml lists the files in them)."""
+
+    generated_dir: str = "data/generated/kgc"
+    reports_dir: str = "reports/generate_kgc"
+
+
+class KGCConfig(StrictModel):
+    datasets: list[DatasetConfig] = Field(min_length=1)
+    systems: list[Method] = Field(default_factory=lambda: ["cooperkgc", "autokg"], min_length=1)
+    shots: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    output_mode: Literal["text", "json"] = "json"
+    concurrency: int = Field(16, ge=1)
+    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
+    llm: LLMConfig
+    team: TeamConfig = TeamConfig()
+    self_consistency: SelfConsistencyConfig = SelfConsistencyConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    sft: SFTConfig = SFTConfig()
+    outputs: OutputsConfig = OutputsConfig()
+    progress: bool = True
+
+    @field_validator("llm")
+    @classmethod
+    def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
+        check_roles(llm, ROLES)
+        return llm
+
+    @field_validator("shots")
+    @classmethod
+    def _shots(cls, shots: list[int]) -> list[int]:
+        if any(k < 0 for k in shots) or len(set(shots)) != len(shots):
+            raise ValueError("shots must be distinct numbers >= 0, e.g. [0, 1]")
+        return shots
+
+    @field_validator("datasets")
+    @classmethod
+    def _names(cls, datasets: list[DatasetConfig]) -> list[DatasetConfig]:
+        names = [d.name for d in datasets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"dataset names must be unique, got {names}")
+        return datasets

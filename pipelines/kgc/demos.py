@@ -1,0 +1,71 @@
+"""In-context demonstrations: N-way K-shot, chosen from a pool by sentence-embedding distance.
+
+The paper selects M = N x K demonstrations "with the closest Euclidean distance" to the input
+sentence. :class:`DemoSelector` embeds each pool once and every query once (in batches, before
+the run, off the event loop), then returns the M nearest pool sentences of a dataset (ties broken
+by pool order). With M = 0 nothing is embedded.
+
+    selector = DemoSelector({"conllpp": pool_sentences}, embed)      # embed(texts) -> (n, d) array
+    selector.prepare([s.text for s in evaluated])
+    demos = selector.nearest("conllpp", sentence.text, m=1)         # [Sentence]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pipelines.kgc.parsing import answer_text
+from pipelines.kgc.schema import Sentence
+
+Embed = Callable[[list[str]], np.ndarray]
+
+
+class DemoSelector:
+    """Nearest pool sentences per dataset by Euclidean distance of their embeddings."""
+
+    def __init__(self, pools: dict[str, Sequence[Sentence]], embed: Embed | None):
+        self.pools = {name: list(pool) for name, pool in pools.items()}
+        self.embed = embed
+        self._pool_vectors: dict[str, np.ndarray] = {}
+        self._query_vectors: dict[str, np.ndarray] = {}
+
+    def _vectors(self, name: str) -> np.ndarray:
+        if name not in self._pool_vectors:
+            self._pool_vectors[name] = np.asarray(self.embed([s.text for s in self.pools[name]]), dtype=np.float32)
+        return self._pool_vectors[name]
+
+    def prepare(self, queries: Sequence[str]) -> None:
+        """Embed the query sentences (and every pool) once, up front."""
+        if self.embed is None:
+            return
+        missing = sorted({q for q in queries if q not in self._query_vectors})
+        if missing:
+            for text, vector in zip(missing, np.asarray(self.embed(missing), dtype=np.float32), strict=True):
+                self._query_vectors[text] = vector
+        for name in self.pools:
+            self._vectors(name)
+
+    def nearest(self, name: str, text: str, m: int) -> list[Sentence]:
+        """The ``m`` pool sentences of ``name`` closest to ``text`` (the sentence itself excluded)."""
+        pool = self.pools.get(name, [])
+        if m <= 0 or not pool:
+            return []
+        if self.embed is None:
+            raise ValueError("demonstrations need an embedder (set kgc.embedder.path) when shots > 0")
+        if text not in self._query_vectors:
+            self.prepare([text])
+        distances = np.linalg.norm(self._vectors(name) - self._query_vectors[text], axis=1)
+        order = sorted(range(len(pool)), key=lambda i: (float(distances[i]), i))
+        return [pool[i] for i in order if pool[i].text != text][:m]
+
+
+def demonstration_vars(
+    selector: DemoSelector | None, pool: str, text: str, task: str, m: int, *, mode: str = "text"
+) -> list[dict[str, str]]:
+    """Template variables of the ``m`` nearest demonstrations: ``[{"text", "answer"}]``, the answer
+    being the gold items in the output mode's format (the paper's tuples, or JSON)."""
+    if m <= 0 or selector is None:
+        return []
+    return [{"text": d.text, "answer": answer_text(task, d.gold(), mode=mode)} for d in selector.nearest(pool, text, m)]

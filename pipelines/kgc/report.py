@@ -1,0 +1,188 @@
+"""Scores of every system per dataset (and per round), and the report files.
+
+- ``table.md``: the paper's Table 2 layout (methods x shots as rows, datasets grouped by task as
+  columns, F1 in %), then the corrections (items that appeared / disappeared between rounds).
+- ``per_type.md``: per-type P/R/F1 of every system's final answers, per dataset.
+- ``rounds.csv`` (DVC plot data: system, dataset, round, f1) and ``rounds.png`` (the rounds figure).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pipelines.io import atomic_open
+from pipelines.kgc.schema import Sentence
+from pipelines.kgc.scoring import score
+
+LABELS = {
+    "cooperkgc": "CooperKGC",
+    "autokg": "AutoKG",
+    "chatie": "ChatIE",
+    "coter": "CoT-ER",
+    "self_consistency": "Self-consistency",
+}
+TASK_ORDER = ("ner", "re", "ee")
+CORRECTION_KEYS = ("appeared", "appeared_correct", "appeared_from_peer", "disappeared", "disappeared_correct")
+
+
+def score_systems(evaluated: list[Sentence], report: Any) -> dict[str, Any]:
+    """Per system: per dataset the final score, F1 per round and per type; corrections; failures."""
+    out: dict[str, Any] = {}
+    for name, system in report.systems.items():
+        by_dataset: dict[str, list[tuple[Sentence, Any]]] = defaultdict(list)
+        for sentence, prediction in zip(evaluated, system.predictions, strict=True):
+            by_dataset[sentence.dataset].append((sentence, prediction))
+        datasets, totals = {}, dict.fromkeys(CORRECTION_KEYS, 0)
+        for dataset, rows in by_dataset.items():
+            task = rows[0][0].task
+            n_rounds = max((len(p["rounds"]) for _, p in rows if p), default=1)
+            per_round = []
+            for t in range(n_rounds):
+                pairs = [(s.gold(), _round(p, t)) for s, p in rows]
+                per_round.append(score(task, pairs))
+            final = per_round[-1]
+            datasets[dataset] = {
+                "task": task,
+                "sentences": len(rows),
+                **final,
+                "f1_per_round": [r["overall"]["f1"] for r in per_round],
+            }
+            for _, p in rows:
+                for key in CORRECTION_KEYS:
+                    totals[key] += (p or {}).get("corrections", {}).get(key, 0)
+        total = system.usage.get("total", {}) if isinstance(system.usage, dict) else {}
+        out[name] = {
+            "datasets": datasets,
+            "corrections": totals,
+            "failed_samples": system.failed_samples,
+            "failed_subtasks": system.failed_subtasks,
+            "unparseable": system.unparseable(),
+            "llm_calls": total.get("calls", 0),
+            "tokens": total.get("prompt_tokens", 0) + total.get("completion_tokens", 0),
+        }
+    return out
+
+
+def _round(prediction: dict | None, t: int) -> list[Any]:
+    """Items of round ``t`` (the last one when the prediction has fewer rounds); [] for a failed sample."""
+    if not prediction:
+        return []
+    rounds = prediction["rounds"]
+    return rounds[min(t, len(rounds) - 1)]
+
+
+def _label(system: str) -> str:
+    method, _, shots = system.partition("@")
+    return f"{LABELS.get(method, method)} ({shots.replace('shot', '-shot')})" if shots else LABELS.get(method, method)
+
+
+def table_markdown(metrics: dict[str, Any]) -> str:
+    """Table 2 layout: rows = systems, columns = datasets grouped NER | RE | EE, F1 in %."""
+    systems = metrics["systems"]
+    datasets: dict[str, str] = {}
+    for system in systems.values():
+        for name, d in system["datasets"].items():
+            datasets.setdefault(name, d["task"])
+    columns = [n for task in TASK_ORDER for n, t in datasets.items() if t == task]
+    head = "| Model | " + " | ".join(f"{datasets[c].upper()}: {c}" for c in columns) + " |"
+    lines = [head, "|" + "---|" * (len(columns) + 1)]
+    for name, system in systems.items():
+        cells = [
+            f"{100 * system['datasets'][c]['overall']['f1']:.1f}" if c in system["datasets"] else "-" for c in columns
+        ]
+        lines.append(f"| {_label(name)} | " + " | ".join(cells) + " |")
+    lines += ["", "F1 per round (CooperKGC; round 0 = each expert alone):", ""]
+    for name, system in systems.items():
+        for dataset, d in system["datasets"].items():
+            if len(d["f1_per_round"]) > 1:
+                lines.append(
+                    f"- {_label(name)}, {dataset}: " + " -> ".join(f"{100 * f:.1f}" for f in d["f1_per_round"])
+                )
+    lines += ["", "Corrections between rounds (items of the scored expert):", ""]
+    lines.append("| Model | appeared | of them gold | seen in a peer's replica | disappeared | of them gold |")
+    lines.append("|---|---|---|---|---|---|")
+    for name, system in systems.items():
+        if name.startswith("cooperkgc"):
+            c = system["corrections"]
+            lines.append(f"| {_label(name)} | " + " | ".join(str(c[k]) for k in CORRECTION_KEYS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def per_type_markdown(metrics: dict[str, Any]) -> str:
+    lines = []
+    for name, system in metrics["systems"].items():
+        for dataset, d in system["datasets"].items():
+            lines += [
+                f"### {_label(name)} — {dataset} ({d['task'].upper()})",
+                "",
+                "| type | P | R | F1 | gold | predicted |",
+                "|---|---|---|---|---|---|",
+            ]
+            for kind, s in d["per_type"].items():
+                scores = " | ".join(f"{100 * s[k]:.1f}" for k in ("precision", "recall", "f1"))
+                lines.append(f"| {kind} | {scores} | {s['gold']} | {s['pred']} |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def rounds_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"system": name, "dataset": dataset, "round": t, "f1": round(f1, 6)}
+        for name, system in metrics["systems"].items()
+        for dataset, d in system["datasets"].items()
+        for t, f1 in enumerate(d["f1_per_round"])
+        if len(d["f1_per_round"]) > 1
+    ]
+
+
+def write_reports(reports_dir: Path, metrics: dict[str, Any], data: dict[str, Any]) -> None:
+    """table.md, per_type.md, rounds.csv, rounds.png under ``reports_dir`` (atomically)."""
+    sources = ", ".join(
+        f"{n} ({'demo set' if d['fallback'] else 'files'}: {d['evaluated']} sentences)"
+        for n, d in data["datasets"].items()
+    )
+    left = ", ".join(d["name"] for d in data["left_out"]) or "none"
+    note = (
+        f"\n{metrics['n_evaluated']} sentences scored ({sources}); optional datasets left out: {left}. "
+        f"Strict micro-F1 in %, {metrics['output_mode']} mode, {metrics['rounds']} rounds.\n"
+    )
+    with atomic_open(reports_dir / "table.md") as handle:
+        handle.write("# Knowledge-graph construction (Table 2 layout)\n\n" + table_markdown(metrics) + note)
+    with atomic_open(reports_dir / "per_type.md") as handle:
+        handle.write("# Per-type scores (final answers)\n\n" + per_type_markdown(metrics))
+    rows = rounds_rows(metrics)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["system", "dataset", "round", "f1"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    with atomic_open(reports_dir / "rounds.csv") as handle:
+        handle.write(buffer.getvalue())
+    write_rounds_plot(reports_dir / "rounds.png", rows)
+
+
+def write_rounds_plot(path: Path, rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    curves: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for row in rows:
+        curves[f"{_label(row['system'])} {row['dataset']}"].append((row["round"], 100 * row["f1"]))
+    for label, points in curves.items():
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    ax.set_xlabel("round")
+    ax.set_ylabel("F1 (%)")
+    ax.set_title("CooperKGC: F1 per collaboration round")
+    if curves:
+        ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(path)

@@ -1,0 +1,244 @@
+"""Stage ``generate_kgc`` as one function: read the datasets, draw the seeded samples, run the
+chosen systems (CooperKGC and the baselines, each at every ``shots`` entry) over the same sentences
+through the generation harness, score them, and write the reports.
+
+Outputs (``outputs.generated_dir``): ``predictions.jsonl`` (one row per sentence: gold and every
+system's items, per round for CooperKGC), ``traces.jsonl`` (every expert call of every round;
+streamed), ``sft.jsonl``; (``outputs.reports_dir``): ``usage.json``, ``failures.json``,
+``table.md`` (Table 2 layout), ``per_type.md``, ``rounds.png`` and ``rounds.csv`` (F1 per round),
+``datasets.json`` (sources read or left out, reader counts per file). The stage writes
+``metrics.json`` (the returned metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from pipelines.agents import SampleTrace, to_jsonable
+from pipelines.agents.harness import GenerationOutputs, System, preflight, run_systems
+from pipelines.io import write_json_atomic
+from pipelines.kgc.baselines.autokg import AutoKG
+from pipelines.kgc.baselines.chatie import ChatIE
+from pipelines.kgc.baselines.coter import CoTER
+from pipelines.kgc.baselines.self_consistency import SelfConsistency
+from pipelines.kgc.config import KGCConfig
+from pipelines.kgc.datasets import load_dataset, split_sample
+from pipelines.kgc.demos import DemoSelector
+from pipelines.kgc.report import score_systems, write_reports
+from pipelines.kgc.schema import SCHEMA_DIR, Schema, Sentence, load_schema
+from pipelines.kgc.scoring import corrections, score
+from pipelines.kgc.sft import sft_row_for
+from pipelines.kgc.team import CooperKGC, TeamResult
+from pipelines.llm.client import LLMRuntime
+
+log = logging.getLogger(__name__)
+
+
+def read_data(cfg: KGCConfig, root: Path) -> tuple[list[Sentence], dict[str, list[Sentence]], dict[str, Schema], dict]:
+    """``(evaluated sentences, pools by dataset, schemas by name, data summary)``."""
+    evaluated, pools, summary = [], {}, {"datasets": {}, "left_out": []}
+    schemas = {p.stem: load_schema(p.stem) for p in sorted(SCHEMA_DIR.glob("*.json"))}
+    for entry in cfg.datasets:
+        resolved = entry.resolved(root)
+        if resolved is None:
+            summary["left_out"].append({"name": entry.name, "files": entry.files})
+            log.info("kgc: dataset %s left out (optional; %s not found)", entry.name, ", ".join(entry.files))
+            continue
+        dataset = load_dataset(resolved, root)
+        if resolved.evaluate:
+            sample, rest = split_sample(dataset.sentences, resolved.sample, seed=resolved.seed)
+        else:
+            sample, rest = [], dataset.sentences
+        pools[entry.name] = load_dataset(resolved, root, pool=True).sentences if resolved.pool_files else rest
+        schemas[entry.name] = dataset.schema
+        evaluated.extend(sample)
+        summary["datasets"][entry.name] = {
+            "task": dataset.task,
+            "language": dataset.language,
+            "files": [f.to_dict() for f in dataset.files],
+            "fallback": resolved.files != entry.files,
+            "evaluated": len(sample),
+            "pool": len(pools[entry.name]),
+        }
+        log.info(
+            "kgc: %s: %d sentences read from %s, %d evaluated",
+            entry.name,
+            len(dataset.sentences),
+            ", ".join(resolved.files),
+            len(sample),
+        )
+    return evaluated, pools, schemas, summary
+
+
+def make_selector(
+    cfg: KGCConfig, pools: dict[str, list[Sentence]], evaluated: list[Sentence], root: Path
+) -> DemoSelector | None:
+    """The demonstration selector when some run has shots > 0 (embeds pools and sentences once)."""
+    if max(cfg.shots) == 0:
+        return None
+    from pipelines.retrieval.embedders import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
+    selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense)
+    selector.prepare([s.text for s in evaluated])
+    return selector
+
+
+def build_systems(cfg: KGCConfig, runtime: LLMRuntime, schemas, selector, languages) -> list[System]:
+    """One harness System per method and shot count (self-consistency: once, 0-shot)."""
+    sampling = {"max_attempts": cfg.team.max_attempts, "retry_temperature": cfg.team.retry_temperature}
+    systems = []
+    for method in cfg.systems:
+        for shots in [0] if method == "self_consistency" else cfg.shots:
+            name = f"{method}@{shots}shot"
+            if method == "cooperkgc":
+                team = CooperKGC(
+                    runtime.for_role,
+                    cfg.team,
+                    schemas,
+                    selector=selector,
+                    shots=shots,
+                    mode=cfg.output_mode,
+                    languages=languages,
+                )
+                systems.append(
+                    System(
+                        name,
+                        team_worker(team),
+                        prediction=_team_prediction,
+                        failed_subtasks=lambda r: r.failed if r else 1,
+                    )
+                )
+                continue
+            if method == "autokg":
+                runner: Any = AutoKG(
+                    runtime.for_role, schemas, shots=shots, selector=selector, mode=cfg.output_mode, **sampling
+                )
+            elif method == "chatie":
+                runner = ChatIE(runtime.for_role, schemas, mode=cfg.output_mode, **sampling)
+            elif method == "coter":
+                runner = CoTER(runtime.for_role, schemas, mode=cfg.output_mode, **sampling)
+            else:
+                sc = cfg.self_consistency
+                runner = SelfConsistency(
+                    runtime.for_role,
+                    schemas,
+                    k=sc.k,
+                    temperature=sc.temperature,
+                    via=sc.via,
+                    mode=cfg.output_mode,
+                    max_attempts=cfg.team.max_attempts,
+                )
+            systems.append(
+                System(
+                    name,
+                    runner.run,
+                    prediction=lambda r: {"rounds": [r.items]} if r else None,
+                    failed_subtasks=lambda r: r.failed if r else 1,
+                )
+            )
+    return systems
+
+
+def team_worker(team: CooperKGC):
+    async def worker(sentence: Sentence, trace: SampleTrace) -> TeamResult:
+        result = await team.run(sentence, trace)
+        peers = [[a.replica for name, a in r.items() if name != result.primary] for r in result.rounds]
+        result.corrections = corrections(sentence.task, sentence.gold(), result.items_per_round(), peers)
+        trace.add_result(
+            "team",
+            "final",
+            result={"final": result.final.replica, "corrections": result.corrections},
+            ok=result.failed == 0,
+        )
+        return result
+
+    return worker
+
+
+def _team_prediction(result: TeamResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"rounds": result.items_per_round(), "corrections": result.corrections, "failed": result.failed}
+
+
+async def generate_kgc_async(
+    cfg: KGCConfig, root: Path | str = ".", runtime: LLMRuntime | None = None
+) -> dict[str, Any]:
+    """Run the stage; a runtime passed in is used and left open, one made here is closed."""
+    root = Path(root)
+    own = runtime is None
+    runtime = runtime or LLMRuntime(cfg.llm)
+    try:
+        return await _generate(cfg, root, runtime)
+    finally:
+        if own:
+            await runtime.close()
+
+
+async def _generate(cfg: KGCConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
+    evaluated, pools, schemas, data = read_data(cfg, root)
+    await preflight(runtime)
+    selector = make_selector(cfg, pools, evaluated, root)
+    systems = build_systems(cfg, runtime, schemas, selector, {s.language for s in evaluated})
+    outputs = GenerationOutputs(
+        generated_dir=str(root / cfg.outputs.generated_dir), reports_dir=str(root / cfg.outputs.reports_dir)
+    )
+    sft_system = f"cooperkgc@{cfg.shots[0]}shot"
+    teacher = runtime.spec_for("ner_expert").model
+
+    def prediction_row(s: Sentence, preds: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": s.id,
+            "dataset": s.dataset,
+            "task": s.task,
+            "language": s.language,
+            "text": s.text,
+            "gold": to_jsonable(s.gold()),
+            "predictions": to_jsonable(preds),
+        }
+
+    def sft(s: Sentence, results: dict[str, Any]) -> list[dict[str, Any]]:
+        result = results.get(sft_system)
+        if result is None:
+            return []
+        f1 = score(s.task, [(s.gold(), result.final.items)])["overall"]["f1"]
+        row = sft_row_for(s, result, min_f1=cfg.sft.min_f1, f1=f1, mode=cfg.output_mode, model=teacher)
+        return [row] if row is not None else []
+
+    report = await run_systems(
+        evaluated,
+        systems,
+        accounting=runtime.accounting,
+        outputs=outputs,
+        sample_id=lambda s: s.id,
+        prediction_row=prediction_row,
+        exports={"sft.jsonl": sft},
+        concurrency=cfg.concurrency,
+        max_failed_share=cfg.max_failed_share,
+        progress=cfg.progress,
+        desc="kgc",
+    )
+    reports_dir = Path(outputs.reports_dir)
+    write_json_atomic(reports_dir / "datasets.json", data)
+    scores = score_systems(evaluated, report)
+    metrics = {
+        "n_evaluated": len(evaluated),
+        "output_mode": cfg.output_mode,
+        "rounds": cfg.team.rounds,
+        "datasets": {name: {k: v for k, v in d.items() if k != "files"} for name, d in data["datasets"].items()},
+        "left_out": [d["name"] for d in data["left_out"]],
+        "sft_rows": report.written.get("sft.jsonl", 0),
+        "failed_samples": report.failed_samples,
+        "systems": scores,
+    }
+    write_reports(reports_dir, metrics, data)
+    return metrics
+
+
+def generate_kgc(cfg: KGCConfig, root: Path | str = ".", runtime: LLMRuntime | None = None) -> dict[str, Any]:
+    """Run the stage; returns the metrics (the stage writes them to ``<reports_dir>/metrics.json``)."""
+    return asyncio.run(generate_kgc_async(cfg, root, runtime))

@@ -1,0 +1,268 @@
+"""CooperKGC for one sentence: NER, RE and EE experts exchanging replicas over rounds (Algorithm 1).
+
+    round 0:      every expert extracts alone            r_0^i = F(X | P_o, P_t, P_c)
+    round 1..N:   every expert revises with the others'  r_t^i = F(X | D_{t-1}^i | P_v | P_o, P_t, P_c)
+                  replicas of round t-1 and its own last answer
+    replica:      d_t^i = S(r_t^i): the schema-conforming items of the reply, in the answer format,
+                  without the reasoning (``simplification: false`` passes the raw reply instead)
+    final:        the items of the last round that keep the output format and the schema; items
+                  that break them are dropped and counted (``malformed``, ``dropped``)
+
+All experts of one round run concurrently (``asyncio.gather``); many sentences run at once under
+the runner's limit. The expert of the sentence's own task takes the sentence's dataset schema (the
+paper: "our team members' expert knowledge background is informed by the specifications of
+OntoNotes5.0, NYT11-HRL and ACE05" when scoring OntoNotes); the others keep the language's
+default backgrounds. An expert whose call fails keeps its previous answer (counted in ``failed``).
+Every round of every expert is kept, so F1 can be read per round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+from pipelines.agents import SampleTrace
+from pipelines.config import StrictModel
+from pipelines.kgc.agents.experts import DISPLAY, expert_vars, make_expert
+from pipelines.kgc.demos import DemoSelector, demonstration_vars
+from pipelines.kgc.parsing import answer_text, schema_filter
+from pipelines.kgc.schema import Schema, Sentence, Task
+
+
+class MemberConfig(StrictModel):
+    """One expert: its task and the schema of its knowledge background (a dataset name of
+    ``kgc.datasets`` or a bundled schema name); ``name`` is how peers see it."""
+
+    task: Task
+    schema_name: str
+    name: str | None = None
+
+
+def _members(*pairs: tuple[str, str]) -> list[MemberConfig]:
+    return [MemberConfig(task=t, schema_name=s) for t, s in pairs]
+
+
+class TeamConfig(StrictModel):
+    """The team and the paper's ablation switches (the number of shots K comes per run, see
+    :class:`CooperKGC`; ``ways`` is N of the N-way K-shot demonstrations, M = N x K)."""
+
+    members: dict[str, list[MemberConfig]] = Field(
+        default_factory=lambda: {
+            "en": _members(("ner", "conllpp"), ("re", "nyt11_hrl"), ("ee", "ace05")),
+            "zh": _members(("ner", "msra"), ("re", "duie2"), ("ee", "duee1")),
+        }
+    )
+    rounds: int = Field(4, ge=0)
+    simplification: bool = True
+    background: bool = True
+    ways: int = Field(1, ge=1)
+    max_attempts: int = Field(2, ge=1)
+    retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
+    max_tokens: dict[Literal["ner", "re", "ee"], int] = {}
+
+
+@dataclass
+class ExpertRound:
+    """One expert's answer in one round: kept items, its replica, and what was dropped."""
+
+    expert: str
+    task: str
+    schema: str
+    round: int
+    items: list[Any] = field(default_factory=list)
+    replica: str = "NO"
+    reply: str | None = None
+    reason: str = ""
+    ok: bool = False
+    error: str | None = None
+    malformed: int = 0
+    dropped: int = 0
+    prompt: list[dict[str, str]] = field(default_factory=list, repr=False)
+
+
+@dataclass
+class TeamResult:
+    """Every round of every expert for one sentence; ``primary`` is the scored expert."""
+
+    sentence_id: str
+    primary: str
+    rounds: list[dict[str, ExpertRound]] = field(default_factory=list)
+    corrections: dict[str, int] = field(default_factory=dict)
+
+    def items_per_round(self) -> list[list[Any]]:
+        return [r[self.primary].items for r in self.rounds]
+
+    @property
+    def final(self) -> ExpertRound:
+        return self.rounds[-1][self.primary]
+
+    @property
+    def failed(self) -> int:
+        return sum(not e.ok for r in self.rounds for e in r.values())
+
+
+@dataclass
+class Expert:
+    name: str
+    display: str
+    task: str
+    schema: Schema
+    pool: str
+
+
+class CooperKGC:
+    """The team; ``llm_for(role)`` gives each expert role its LLM (``LLMRuntime.for_role``).
+
+    ``schemas`` maps dataset and schema names to schemas; ``selector`` chooses ``ways x shots``
+    demonstrations per expert; ``mode`` is ``text`` (the paper's tuples) or ``json`` (a schema per
+    task); ``languages`` limits the start-up check of member schemas to the languages in the run."""
+
+    def __init__(
+        self,
+        llm_for: Callable[[str], Any],
+        cfg: TeamConfig,
+        schemas: dict[str, Schema],
+        *,
+        selector: DemoSelector | None = None,
+        shots: int = 0,
+        mode: str = "text",
+        languages: Iterable[str] | None = None,
+    ):
+        self.cfg, self.schemas, self.selector, self.mode, self.shots = cfg, schemas, selector, mode, shots
+        self._llm_for = llm_for
+        self._llms: dict[str, Any] = {}
+        self._agents: dict[tuple[str, str], Any] = {}
+        for language, members in cfg.members.items():
+            if languages is not None and language not in languages:
+                continue
+            for member in members:
+                if member.schema_name not in schemas:
+                    raise ValueError(
+                        f"kgc.team.members.{language}: schema {member.schema_name!r} is neither a dataset of "
+                        f"kgc.datasets nor a bundled schema (have: {', '.join(sorted(schemas))})"
+                    )
+
+    def experts_for(self, sentence: Sentence) -> tuple[list[Expert], str]:
+        """The sentence's experts (the one of its task on its dataset's schema) and the primary's name."""
+        members = self.cfg.members.get(sentence.language)
+        if not members:
+            raise ValueError(f"no team members for language {sentence.language!r} in kgc.team.members")
+        experts, primary = [], None
+        names = DISPLAY.get(sentence.language, DISPLAY["en"])
+        for index, member in enumerate(members):
+            pool = member.schema_name
+            if primary is None and member.task == sentence.task:
+                pool = sentence.dataset
+            name = f"{member.task}_{index}"
+            display = member.name or names[member.task]
+            experts.append(Expert(name, display, member.task, self.schemas[pool], pool))
+            if primary is None and member.task == sentence.task:
+                primary = name
+        if primary is None:
+            raise ValueError(f"the {sentence.language} team has no {sentence.task} expert for {sentence.id}")
+        return experts, primary
+
+    def _agent(self, expert: Expert):
+        key = (expert.task, expert.schema.name)
+        if key not in self._agents:
+            self._agents[key] = make_expert(
+                expert.task,
+                expert.schema,
+                max_attempts=self.cfg.max_attempts,
+                retry_temperature=self.cfg.retry_temperature,
+                max_tokens=self.cfg.max_tokens.get(expert.task),
+            )
+        return self._agents[key]
+
+    def llm(self, expert: Expert) -> Any:
+        """The LLM of the expert's role (``<task>_expert``), made once."""
+        role = f"{expert.task}_expert"
+        if role not in self._llms:
+            self._llms[role] = self._llm_for(role)
+        return self._llms[role]
+
+    def demonstrations(self, expert: Expert, sentence: Sentence) -> list[dict[str, str]]:
+        m = self.cfg.ways * self.shots
+        return demonstration_vars(self.selector, expert.pool, sentence.text, expert.task, m, mode=self.mode)
+
+    async def ask(
+        self, expert: Expert, sentence: Sentence, trace: SampleTrace, *, round: int, vars: dict, **extra
+    ) -> ExpertRound:
+        """One expert call, parsed and filtered to its schema; its trace row is added."""
+        record = await self._agent(expert).run(
+            self.llm(expert),
+            vars,
+            sample_index=extra.pop("sample_index", 0),
+            tag=f"{expert.name}:r{round}",
+            mode=self.mode,
+        )
+        out = ExpertRound(
+            expert.name, expert.task, expert.schema.name, round, reply=record.reply, ok=record.ok, error=record.error
+        )
+        out.prompt = record.prompt
+        if record.ok:
+            out.items, out.dropped = schema_filter(expert.task, record.parsed.items, expert.schema)
+            out.malformed, out.reason = record.parsed.malformed, record.parsed.reason
+            out.replica = answer_text(expert.task, out.items, mode=self.mode)
+        trace.add(
+            record,
+            round=round,
+            expert=expert.name,
+            task=expert.task,
+            schema=expert.schema.name,
+            kept=out.replica,
+            dropped=out.dropped,
+            malformed=out.malformed,
+            **extra,
+        )
+        return out
+
+    async def run(self, sentence: Sentence, trace: SampleTrace) -> TeamResult:
+        """All rounds for one sentence; every expert call goes to ``trace``."""
+        experts, primary = self.experts_for(sentence)
+        result = TeamResult(sentence.id, primary)
+        base = {
+            "text": sentence.text,
+            "language": sentence.language,
+            "background": self.cfg.background,
+        }
+        demos = {e.name: self.demonstrations(e, sentence) for e in experts}
+        first = await asyncio.gather(
+            *(
+                self.ask(e, sentence, trace, round=0, vars=expert_vars(e.schema, demonstrations=demos[e.name], **base))
+                for e in experts
+            )
+        )
+        result.rounds.append({e.name: r for e, r in zip(experts, first, strict=True)})
+        for round in range(1, self.cfg.rounds + 1):
+            last = result.rounds[-1]
+            answers = await asyncio.gather(
+                *(self._revise(e, experts, last, sentence, trace, round, demos, base) for e in experts)
+            )
+            result.rounds.append({e.name: r for e, r in zip(experts, answers, strict=True)})
+        return result
+
+    def _shown(self, answer: ExpertRound) -> str:
+        if self.cfg.simplification or answer.reply is None:
+            return answer.replica
+        return answer.reply
+
+    async def _revise(self, expert, experts, last, sentence, trace, round, demos, base) -> ExpertRound:
+        peers = [{"name": e.display, "answer": self._shown(last[e.name])} for e in experts if e.name != expert.name]
+        vars = expert_vars(
+            expert.schema,
+            demonstrations=demos[expert.name],
+            round=round,
+            last_answer=self._shown(last[expert.name]),
+            peers=peers,
+            **base,
+        )
+        answer = await self.ask(expert, sentence, trace, round=round, vars=vars)
+        if not answer.ok:  # keep the previous answer: "copy the answers from the previous round"
+            previous = last[expert.name]
+            answer.items, answer.replica = list(previous.items), previous.replica
+        return answer
