@@ -11,12 +11,11 @@ import logging
 import sys
 from pathlib import Path
 
-from pipelines.config import ConfigError, load_section
 from pipelines.io import write_json_atomic
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
 from pipelines.retrieval.loaders import KBBuildError
 from pipelines.retrieval.service import run_build_kb
-from pipelines.stage import stage_setup, write_metrics
+from pipelines.stage import run_stage, stage_setup_sections, write_metrics
 from pipelines.tracking import stage_run
 
 log = logging.getLogger("edumas")
@@ -24,13 +23,9 @@ log = logging.getLogger("edumas")
 REPORTS = Path("reports/build_kb")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, cfg = stage_setup("build_kb", "build_kb", BuildKBConfig, argv)
-    try:
-        retrieval = load_section("retrieval", RetrievalConfig, Path(args.params))
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def _run(argv: list[str] | None) -> int:
+    _, cfgs = stage_setup_sections("build_kb", {"build_kb": BuildKBConfig, "retrieval": RetrievalConfig}, argv)
+    cfg, retrieval = cfgs["build_kb"], cfgs["retrieval"]
     params = {"build_kb": cfg.model_dump(), "retrieval": retrieval.model_dump()}
     with stage_run("build_kb", params) as run:
         try:
@@ -45,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
             log.info("retrieval quality: dense %s | multi-query RRF %s", quality["dense"], quality["multi_query_rrf"])
         write_metrics(REPORTS / "metrics.json", metrics, run)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit code 0, 2 (bad params) or 1 (one ``error: ...`` line; ``--debug`` adds the traceback)."""
+    return run_stage(lambda: _run(argv), argv)
 
 
 if __name__ == "__main__":

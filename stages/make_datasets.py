@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from pipelines.stage import stage_setup, write_metrics
+from pipelines.stage import run_stage, stage_setup, write_metrics
 from pipelines.tracking import stage_run
 from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
 from pipelines.training.families import FamilyError
@@ -21,7 +21,7 @@ from pipelines.training.families import FamilyError
 log = logging.getLogger("edumas")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _run(argv: list[str] | None) -> int:
     args, cfg = stage_setup("make_datasets", "make_datasets", MakeDatasetsConfig, argv)
     with stage_run("make_datasets", cfg.model_dump()) as run:
         try:
@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
             log.warning("optional inputs missing (see the data card): %s", ", ".join(metrics["inputs_missing"]))
         write_metrics(Path(cfg.reports_dir) / "metrics.json", metrics, run)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit code 0, 2 (bad params) or 1 (one ``error: ...`` line; ``--debug`` adds the traceback)."""
+    return run_stage(lambda: _run(argv), argv)
 
 
 if __name__ == "__main__":

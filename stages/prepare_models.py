@@ -17,13 +17,13 @@ import logging
 from pathlib import Path
 
 from pipelines.models.prepare import PrepareModelsConfig, prepare_default_models
-from pipelines.stage import stage_setup, write_metrics
+from pipelines.stage import run_stage, stage_setup, write_metrics
 from pipelines.tracking import stage_run
 
 log = logging.getLogger("edumas.stages.prepare_models")
 
 
-def main(argv: list[str] | None = None) -> dict:
+def _run(argv: list[str] | None) -> int:
     _, cfg = stage_setup("prepare_models", "prepare_models", PrepareModelsConfig, argv)
     with stage_run("prepare_models", cfg.model_dump()) as run:
         metrics = prepare_default_models(
@@ -43,8 +43,13 @@ def main(argv: list[str] | None = None) -> dict:
         chat.get("load_seconds", float("nan")),
         chat.get("reply", ""),
     )
-    return metrics
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit code 0, 2 (bad params) or 1 (one ``error: ...`` line); metrics in ``reports_dir``."""
+    return run_stage(lambda: _run(argv), argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -16,7 +16,7 @@ import os
 import sys
 from contextlib import nullcontext
 
-from pipelines.stage import stage_setup, write_metrics
+from pipelines.stage import run_stage, stage_setup, write_metrics
 from pipelines.tracking import StageRun, stage_run, wandb_mode
 from pipelines.training.config import TrainConfig, tracking_names
 from pipelines.training.families import FamilyError
@@ -32,7 +32,7 @@ def tracking_enabled(cfg: TrainConfig) -> bool:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _run(argv: list[str] | None) -> int:
     args, cfg = stage_setup("train", "train", TrainConfig, argv)
     names = tracking_names(cfg)
     report_to = "wandb" if tracking_enabled(cfg) else "none"
@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         if main_rank:
             write_metrics(cfg.reports_path / "metrics.json", metrics, run)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit code 0, 2 (bad params) or 1 (one ``error: ...`` line; ``--debug`` adds the traceback)."""
+    return run_stage(lambda: _run(argv), argv)
 
 
 if __name__ == "__main__":

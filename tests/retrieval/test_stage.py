@@ -4,7 +4,6 @@ an optional source that is absent, a rebuild that embeds nothing, and a clear fa
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 import pipelines.retrieval.service as service
@@ -105,5 +104,5 @@ def test_stage_rejects_unknown_keys(tmp_path, monkeypatch, capsys):
     Path("params.yaml").write_text(yaml.safe_dump(params))
     assert build_kb.main([]) == 2
     assert "retrieval.rrf: unknown key" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        build_kb.main(["--params", "missing.yaml"])
+    assert build_kb.main(["--params", "missing.yaml"]) in (1, 2)
+    assert "missing.yaml" in capsys.readouterr().err
