@@ -28,7 +28,7 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
             "store": build.store.model_copy(update={"path": "kb"}),
         }
     )
-    retrieval = load_section("retrieval", RetrievalConfig, PARAMS)
+    retrieval = load_section("retrieval", RetrievalConfig, PARAMS).model_copy(update={"n_rewrites": 0})
     build_knowledge_base(build, retrieval.groups, root=tmp_path, progress=False)
     cfg = load_section("ram2c", Ram2cConfig, PARAMS)
     sources = [
@@ -43,13 +43,24 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
             "cache": str(tmp_path / "c.sqlite"),
         }
     )
-    cfg = cfg.model_copy(update={"sources": sources, "llm": llm, "dialogues": 4, "progress": False})
+    # CI-sized: 4 dialogues, 2 experts per group voting on 1 document each, no query rewrites
+    reflection = cfg.reflection.model_copy(update={"candidates": 1})
+    cfg = cfg.model_copy(
+        update={
+            "sources": sources,
+            "llm": llm,
+            "dialogues": 4,
+            "experts_per_group": 2,
+            "reflection": reflection,
+            "progress": False,
+        }
+    )
     metrics = generate_ram2c(cfg, build, retrieval, root=tmp_path)
     out = tmp_path / cfg.outputs.generated_dir
     assert metrics["dialogues"] == 4 and metrics["pairs_kept"] >= 3, metrics
     assert sum(metrics["dropped_by_reason"].values()) == metrics["pairs_dropped"]
     assert set(metrics["groups"]) == {"T", "P", "E"} and metrics["groups"]["T"]["retrieved"] > 0
-    assert metrics["groups"]["T"]["votes"] == metrics["groups"]["T"]["retrieved"] * 3
+    assert metrics["groups"]["T"]["votes"] == metrics["groups"]["T"]["retrieved"] * 2
     dpo = [json.loads(line) for line in (out / "dpo.jsonl").read_text().splitlines()]
     assert len(dpo) == metrics["pairs_kept"] and all(
         r["chosen"][0]["content"] != r["rejected"][0]["content"] for r in dpo
