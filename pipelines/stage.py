@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from pipelines.config import ConfigError, load_section
 from pipelines.io import write_json_atomic
-from pipelines.tracking import StageRun
+from pipelines.tracking import StageRun, stage_run
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -128,3 +128,28 @@ def write_metrics(path: Path | str, metrics: dict[str, Any], run: StageRun | Non
     if run is not None:
         run.log_metrics(metrics)
     log.info("metrics written to %s", path)
+
+
+def run_generate_stage(
+    stage: str,
+    sections: dict[str, type[BaseModel]],
+    generate: Callable[[dict[str, Any]], dict[str, Any]],
+    summary: Callable[[dict[str, Any]], str],
+    argv: list[str] | None = None,
+) -> int:
+    """The body every ``generate_<team>`` stage shares, through :func:`run_stage`: load ``sections``
+    (the first is the team's own, whose ``outputs.reports_dir`` receives ``metrics.json``), open the
+    stage's W&B run, call ``generate(cfgs)`` for the metrics, write them, log ``summary(metrics)``.
+    Returns the exit code."""
+
+    def body() -> int:
+        _, cfgs = stage_setup_sections(stage, sections, argv)
+        cfg = cfgs[next(iter(sections))]
+        with stage_run(stage, cfg.model_dump()) as run:
+            metrics = generate(cfgs)
+            write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
+        log.info("%s", summary(metrics))
+        return 0
+
+    return run_stage(body, argv)
+

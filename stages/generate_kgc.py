@@ -15,16 +15,10 @@ samples than ``max_failed_share``; 2 bad params.
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.datasets import ReaderError
 from pipelines.kgc.run import generate_kgc
-from pipelines.stage import StageError, run_stage, stage_setup_sections, write_metrics
-from pipelines.tracking import stage_run
-
-log = logging.getLogger("edumas.stages.generate_kgc")
+from pipelines.stage import StageError, run_generate_stage
 
 
 def summary_line(metrics: dict) -> str:
@@ -39,21 +33,15 @@ def summary_line(metrics: dict) -> str:
     )
 
 
-def _run(argv: list[str] | None) -> int:
-    _, cfgs = stage_setup_sections("generate_kgc", {"kgc": KGCConfig}, argv)
-    cfg = cfgs["kgc"]
-    with stage_run("generate_kgc", cfg.model_dump()) as run:
-        try:
-            metrics = generate_kgc(cfg)
-        except ReaderError as exc:  # a dataset file that cannot be read: file and line in the message
-            raise StageError(str(exc)) from exc
-        write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
-    log.info("%s", summary_line(metrics))
-    return 0
+def _generate(cfgs: dict) -> dict:
+    try:
+        return generate_kgc(cfgs["kgc"])
+    except ReaderError as exc:  # a dataset file that cannot be read: file and line in the message
+        raise StageError(str(exc)) from exc
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_stage(lambda: _run(argv), argv)
+    return run_generate_stage("generate_kgc", {"kgc": KGCConfig}, _generate, summary_line, argv)
 
 
 if __name__ == "__main__":

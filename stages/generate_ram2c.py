@@ -17,16 +17,11 @@ samples than ``max_failed_share``; 2 bad params.
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.ram2c.run import generate_ram2c
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
-from pipelines.stage import run_stage, stage_setup_sections, write_metrics
-from pipelines.tracking import stage_run
+from pipelines.stage import run_generate_stage
 
-log = logging.getLogger("edumas.stages.generate_ram2c")
 SECTIONS = {"ram2c": Ram2cConfig, "build_kb": BuildKBConfig, "retrieval": RetrievalConfig}
 
 
@@ -38,18 +33,9 @@ def summary_line(metrics: dict) -> str:
     )
 
 
-def _run(argv: list[str] | None) -> int:
-    _, cfgs = stage_setup_sections("generate_ram2c", SECTIONS, argv)
-    cfg = cfgs["ram2c"]
-    with stage_run("generate_ram2c", cfg.model_dump()) as run:
-        metrics = generate_ram2c(cfg, cfgs["build_kb"], cfgs["retrieval"])
-        write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
-    log.info("%s", summary_line(metrics))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
-    return run_stage(lambda: _run(argv), argv)
+    generate = lambda cfgs: generate_ram2c(cfgs["ram2c"], cfgs["build_kb"], cfgs["retrieval"])  # noqa: E731
+    return run_generate_stage("generate_ram2c", SECTIONS, generate, summary_line, argv)
 
 
 if __name__ == "__main__":

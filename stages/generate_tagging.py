@@ -15,15 +15,9 @@ cache), an empty evaluation set or more failed samples than ``max_failed_share``
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
-from pipelines.stage import run_stage, stage_setup_sections, write_metrics
+from pipelines.stage import run_generate_stage
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging
-from pipelines.tracking import stage_run
-
-log = logging.getLogger("edumas.stages.generate_tagging")
 
 
 def summary_line(metrics: dict) -> str:
@@ -40,18 +34,9 @@ def summary_line(metrics: dict) -> str:
     )
 
 
-def _run(argv: list[str] | None) -> int:
-    _, cfgs = stage_setup_sections("generate_tagging", {"tagging": TaggingConfig}, argv)
-    cfg = cfgs["tagging"]
-    with stage_run("generate_tagging", cfg.model_dump()) as run:
-        metrics = generate_tagging(cfg)
-        write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
-    log.info("%s", summary_line(metrics))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
-    return run_stage(lambda: _run(argv), argv)
+    generate = lambda cfgs: generate_tagging(cfgs["tagging"])  # noqa: E731
+    return run_generate_stage("generate_tagging", {"tagging": TaggingConfig}, generate, summary_line, argv)
 
 
 if __name__ == "__main__":
