@@ -19,7 +19,6 @@ import asyncio
 import dataclasses
 import json
 import math
-import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -32,8 +31,8 @@ from pipelines.kgc.datasets import DatasetConfig, load_dataset  # noqa: E402
 from pipelines.kgc.schema import SCHEMA_DIR, load_schema  # noqa: E402
 from pipelines.kgc.team import CooperKGC, TeamConfig  # noqa: E402
 from pipelines.llm.client import LLMRuntime  # noqa: E402
-from pipelines.llm.config import LLMConfig, OpenAIBackendConfig  # noqa: E402
-from pipelines.llm.loopback import LoopbackServer  # noqa: E402
+from pipelines.llm.config import LLMConfig  # noqa: E402
+from pipelines.llm.loopback_process import LoopbackProcess, loopback_spec  # noqa: E402
 
 DEMO = [
     ("conllpp", "conll", "ner_en.conll", None),
@@ -75,31 +74,12 @@ def sentences(n: int):
     return out, schemas
 
 
-def serve(latency_s: float, conn) -> None:
-    """Child process: run the loopback server until told to stop, then report its request count."""
-
-    async def run() -> None:
-        async with LoopbackServer(latency_s=latency_s, reply=reply, record=False) as server:
-            conn.send(server.url)
-            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
-            conn.send(server.count)
-
-    asyncio.run(run())
 
 
 async def main(args: argparse.Namespace) -> dict:
-    parent, child = multiprocessing.get_context("fork").Pipe()
-    server = multiprocessing.get_context("fork").Process(target=serve, args=(args.latency, child), daemon=True)
-    server.start()
-    url = parent.recv()
-    spec = OpenAIBackendConfig(
-        kind="openai",
-        model="loopback",
-        base_urls=[url],
-        api_key_env=None,
-        max_concurrency=args.concurrency,
-        max_retries=0,
-    )
+    server = LoopbackProcess(latency_s=args.latency, reply=reply).start()
+    url = server.url
+    spec = loopback_spec(url, concurrency=args.concurrency)
     runtime = LLMRuntime(LLMConfig(default=spec, cache=None))
     items, schemas = sentences(args.sentences)
     team = CooperKGC(runtime.for_role, TeamConfig(rounds=args.rounds), schemas, mode="text")
@@ -109,9 +89,7 @@ async def main(args: argparse.Namespace) -> dict:
     )
     wall = time.perf_counter() - start
     await runtime.close()
-    parent.send("stop")
-    calls = parent.recv()
-    server.join(timeout=5)
+    calls = server.stop()
     depth = args.rounds + 1
     bound = max(depth * args.latency, math.ceil(calls / args.concurrency) * args.latency)
     result = {

@@ -23,7 +23,6 @@ import asyncio
 import hashlib
 import json
 import math
-import multiprocessing
 import sys
 import tempfile
 import time
@@ -36,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.config import load_section  # noqa: E402
 from pipelines.llm.client import LLMRuntime  # noqa: E402
-from pipelines.llm.config import LLMConfig, OpenAIBackendConfig  # noqa: E402
-from pipelines.llm.loopback import LoopbackServer  # noqa: E402
+from pipelines.llm.config import LLMConfig  # noqa: E402
+from pipelines.llm.loopback_process import LoopbackProcess, loopback_spec  # noqa: E402
 from pipelines.ram2c.config import Ram2cConfig  # noqa: E402
 from pipelines.ram2c.run import generate_ram2c_async  # noqa: E402
 from pipelines.retrieval.build import build_knowledge_base  # noqa: E402
@@ -86,14 +85,6 @@ def reply(body: dict) -> str:
     return "{}"
 
 
-def serve(latency_s: float, conn) -> None:
-    async def run() -> None:
-        async with LoopbackServer(latency_s=latency_s, reply=reply, record=False) as server:
-            conn.send(server.url)
-            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
-            conn.send(server.count)
-
-    asyncio.run(run())
 
 
 def configs(work: Path, args) -> tuple[Ram2cConfig, BuildKBConfig, RetrievalConfig]:
@@ -123,31 +114,20 @@ def configs(work: Path, args) -> tuple[Ram2cConfig, BuildKBConfig, RetrievalConf
 
 
 async def main(args: argparse.Namespace) -> dict:
-    parent, child = multiprocessing.get_context("fork").Pipe()
-    server = multiprocessing.get_context("fork").Process(target=serve, args=(args.latency, child), daemon=True)
-    server.start()
-    url = parent.recv()
+    server = LoopbackProcess(latency_s=args.latency, reply=reply).start()
+    url = server.url
     work = Path(tempfile.mkdtemp(prefix="ram2c-bench-"))
     ram2c, build, retrieval = configs(work, args)
     embedder = HashingEmbedder()
     build_knowledge_base(build, retrieval.groups, root=work, embedder=embedder, progress=False)
-    spec = OpenAIBackendConfig(
-        kind="openai",
-        model="loopback",
-        base_urls=[url],
-        api_key_env=None,
-        max_concurrency=args.concurrency,
-        max_retries=0,
-    )
+    spec = loopback_spec(url, concurrency=args.concurrency)
     runtime = LLMRuntime(LLMConfig(default=spec, cache=None))
     retriever = open_retriever(build, retrieval, llm=runtime.for_role("query_rewriter"), embedder=embedder, root=work)
     start = time.perf_counter()
     metrics = await generate_ram2c_async(ram2c, build, retrieval, root=work, runtime=runtime, retriever=retriever)
     wall = time.perf_counter() - start
     await runtime.close()
-    parent.send("stop")
-    calls = parent.recv()
-    server.join(timeout=5)
+    calls = server.stop()
     bound = max(DEPTH * args.latency, math.ceil(calls / args.concurrency) * args.latency)
     generation = metrics["wall_s"]  # the two harness phases (topics, dialogues), without the final exports
     result = {

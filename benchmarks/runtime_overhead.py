@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
 
 from pipelines.llm.cache import RequestCache  # noqa: E402
 from pipelines.llm.client import LLM  # noqa: E402
-from pipelines.llm.config import OpenAIBackendConfig  # noqa: E402
+from pipelines.llm.loopback_process import loopback_spec  # noqa: E402
 from pipelines.llm.openai_backend import OpenAIBackend  # noqa: E402
 from pipelines.llm.types import SamplingParams  # noqa: E402
 
@@ -68,15 +68,7 @@ async def run_batch(llm: LLM, prompts: list[str], params: SamplingParams) -> tup
 
 
 async def benchmark(args: argparse.Namespace, url: str, cache_path: Path) -> dict[str, float]:
-    spec = OpenAIBackendConfig(
-        kind="openai",
-        model="loopback",
-        base_urls=[url],
-        api_key_env=None,
-        max_concurrency=args.concurrency,
-        timeout_s=max(30.0, 10 * args.latency),
-        max_retries=0,
-    )
+    spec = loopback_spec(url, concurrency=args.concurrency, timeout_s=max(30.0, 10 * args.latency))
     backend = OpenAIBackend(spec)
     cache = RequestCache(cache_path)
     llm = LLM(backend, role="bench", cache=cache)

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import math
-import multiprocessing
 import re
 import sys
 import time
@@ -31,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.agents import Runner  # noqa: E402
 from pipelines.llm.client import LLMRuntime  # noqa: E402
-from pipelines.llm.config import LLMConfig, OpenAIBackendConfig  # noqa: E402
-from pipelines.llm.loopback import LoopbackServer  # noqa: E402
+from pipelines.llm.config import LLMConfig  # noqa: E402
+from pipelines.llm.loopback_process import LoopbackProcess, loopback_spec  # noqa: E402
 from pipelines.tagging.data import TaggingDataConfig, TaggingExample, read_examples  # noqa: E402
 from pipelines.tagging.team import TaggingTeam, TeamConfig  # noqa: E402
 
@@ -70,32 +69,13 @@ def questions(n: int) -> list[TaggingExample]:
     return out
 
 
-def serve(latency_s: float, conn) -> None:
-    """Child process: run the loopback server until told to stop, then report its request count."""
-
-    async def run() -> None:
-        async with LoopbackServer(latency_s=latency_s, reply=reply, record=False) as server:
-            conn.send(server.url)
-            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
-            conn.send(server.count)
-
-    asyncio.run(run())
 
 
 async def main(args: argparse.Namespace) -> dict:
     # the server gets its own process (as a real one would): its CPU does not slow the client
-    parent, child = multiprocessing.get_context("fork").Pipe()
-    server = multiprocessing.get_context("fork").Process(target=serve, args=(args.latency, child), daemon=True)
-    server.start()
-    url = parent.recv()
-    spec = OpenAIBackendConfig(
-        kind="openai",
-        model="loopback",
-        base_urls=[url],
-        api_key_env=None,
-        max_concurrency=args.concurrency,
-        max_retries=0,
-    )
+    server = LoopbackProcess(latency_s=args.latency, reply=reply).start()
+    url = server.url
+    spec = loopback_spec(url, concurrency=args.concurrency)
     runtime = LLMRuntime(LLMConfig(default=spec, cache=None))
     team = TaggingTeam(runtime.for_role, TeamConfig(sandbox_concurrency=args.sandbox_concurrency))
     examples = questions(args.questions)
@@ -105,9 +85,7 @@ async def main(args: argparse.Namespace) -> dict:
     )
     wall = time.perf_counter() - start
     await runtime.close()
-    parent.send("stop")
-    calls = parent.recv()
-    server.join(timeout=5)
+    calls = server.stop()
     sandbox_runs = sum(1 for row in report.trace_rows() if "sandbox" in row)
     bound = max(DEPTH * args.latency, math.ceil(calls / args.concurrency) * args.latency)
     result = {
