@@ -127,7 +127,7 @@ class ArgsOutput(BaseModel):
         )
 
 
-EXPRESSION = r"^[A-Za-z0-9_ +*/%().,-]{1,80}$"
+EXPRESSION = r"^[A-Za-z0-9_ +*/%().,-]{1,40}$"
 """One side of a comparison: arithmetic over the variables, numbers and built-in calls (no '=', '<', '>')."""
 
 
@@ -143,7 +143,7 @@ class Comparison(BaseModel):
 class ProgramOutput(BaseModel):
     """JSON-mode reply of the program writer: comparisons over the variables, all of which must hold."""
 
-    comparisons: list[Comparison] = Field(min_length=1, max_length=3)
+    comparisons: list[Comparison] = Field(min_length=1, max_length=2)  # a range check needs two
 
     def to_result(self) -> Program:
         return condition_program(" and ".join(c.expression() for c in self.comparisons))
