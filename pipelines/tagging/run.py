@@ -78,6 +78,7 @@ def team_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, 
 
     async def worker(sample: Sample, trace: SampleTrace) -> TeamVerdict:
         verdict = await team.tag(sample.example, trace)
+        correct = bool(verdict.verdict) == bool(sample.example.label)
         trace.add_result(
             "team",
             "aggregate",
@@ -86,6 +87,7 @@ def team_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, 
             label=sample.example.label,
             split=sample.split,
             answered=verdict.answered,
+            outcome=("correct" if correct else "wrong") if verdict.answered else "failed",  # read by the trace browser
         )
         return verdict
 

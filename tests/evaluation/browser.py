@@ -75,8 +75,12 @@ def wait_for_file(folder: Path, pattern: str, *, timeout_s: float = 20.0) -> Pat
     """The first finished download matching ``pattern`` in ``folder`` (waits up to ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        done = [p for p in folder.glob(pattern) if not p.name.endswith(".crdownload")]
-        if done:
-            return done[0]
+        done = [p for p in folder.glob(pattern) if not p.name.endswith(".crdownload") and p.stat().st_size > 0]
+        if done and not list(folder.glob("*.crdownload")):
+            size = done[0].stat().st_size
+            time.sleep(0.2)  # a download still being written grows; a finished one keeps its size
+            if done[0].stat().st_size == size:
+                return done[0]
+            continue
         time.sleep(0.1)
     raise AssertionError(f"no download {pattern} in {folder} after {timeout_s} s: {sorted(folder.iterdir())}")

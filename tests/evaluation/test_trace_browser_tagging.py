@@ -25,13 +25,15 @@ def test_tagging_traces_in_the_browser(tmp_path: Path):
 
     rows, bad = read_trace_rows(traces)
     samples = group_samples(rows)
-    assert bad == 0 and len(samples) == len(predictions) == 24
+    # every evaluated and generation pair of the scenario has a story
+    assert bad == 0 and len(samples) == len(predictions) > 10
     for p in predictions:
         verdict = p["predictions"]["team"]
         expected = "failed" if verdict is None else "correct" if bool(verdict) == bool(p["label"]) else "wrong"
         assert sample_outcome(samples[p["id"]]) == expected, p["id"]
 
     stats = write_trace_browser(tmp_path / "traces.html", {"tagging": traces}, limit=10, seed=0)
-    assert stats["tagging"]["samples"] == 24 and stats["tagging"]["shown"] == 10 and stats["tagging"]["sampled"]
+    assert stats["tagging"]["samples"] == len(predictions)
+    assert stats["tagging"]["shown"] == 10 and stats["tagging"]["sampled"]
     page = (tmp_path / "traces.html").read_text(encoding="utf-8")
     assert page.count("<article ") == 10 and "<h4>Program</h4>" in page and "print(first &lt; 60)" in page
