@@ -169,13 +169,6 @@ class JsonlStream:
             os.unlink(self._tmp)
 
 
-async def preflight(runtime: Any) -> None:
-    """One cheap request per distinct endpoint, when the runtime offers it (raises LLMError naming the URL)."""
-    check = getattr(runtime, "preflight", None)
-    if check is not None:
-        await check()
-
-
 async def run_systems(
     items: Sequence[I],
     systems: Sequence[System],
@@ -303,15 +296,3 @@ def summary_line(report: HarnessReport, *, desc: str, max_failed_share: float) -
         f"{desc}: {report.samples} samples, {report.failed_samples} failed "
         f"({report.failed_share:.0%}, budget {max_failed_share:.0%}); " + "; ".join(parts) + f"; {report.wall_s:.1f} s"
     )
-
-
-def check_roles(llm: Any, valid: Sequence[str]) -> None:
-    """Raise ValueError for a role in ``llm.roles`` that the team does not have, listing the valid
-    ones (``LLMConfig.check_roles`` when the LLM config has it)."""
-    check = getattr(llm, "check_roles", None)
-    if check is not None:
-        check(valid)
-        return
-    for role in llm.roles:
-        if role not in valid:
-            raise ValueError(f"unknown role {role!r} in llm.roles; valid roles: {', '.join(valid)}")

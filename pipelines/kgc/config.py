@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from pipelines.agents.harness import GenerationOutputs, check_roles
+from pipelines.agents.harness import GenerationOutputs
 from pipelines.config import StrictModel
 from pipelines.kgc.datasets import DatasetConfig
 from pipelines.kgc.team import TeamConfig
@@ -60,7 +60,7 @@ class KGCConfig(StrictModel):
     @field_validator("llm")
     @classmethod
     def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
-        check_roles(llm, ROLES)
+        llm.check_roles(ROLES)
         return llm
 
     @field_validator("shots")

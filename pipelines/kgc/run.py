@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import SampleTrace, to_jsonable
-from pipelines.agents.harness import GenerationOutputs, System, preflight, run_systems
+from pipelines.agents.harness import GenerationOutputs, System, run_systems
 from pipelines.io import write_json_atomic
 from pipelines.kgc.baselines.autokg import AutoKG
 from pipelines.kgc.baselines.chatie import ChatIE
@@ -181,7 +181,7 @@ async def generate_kgc_async(
 
 async def _generate(cfg: KGCConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
     evaluated, pools, schemas, data = read_data(cfg, root)
-    await preflight(runtime)
+    await runtime.preflight()
     selector = make_selector(cfg, pools, evaluated, root)
     systems = build_systems(cfg, runtime, schemas, selector, {s.language for s in evaluated})
     outputs = GenerationOutputs(

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from pipelines.agents.harness import GenerationOutputs, check_roles
+from pipelines.agents.harness import GenerationOutputs
 from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 from pipelines.ram2c.scenario import load_scenario
@@ -152,7 +152,7 @@ class Ram2cConfig(StrictModel):
     @field_validator("llm")
     @classmethod
     def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
-        check_roles(llm, ROLES)
+        llm.check_roles(ROLES)
         return llm
 
     @model_validator(mode="after")

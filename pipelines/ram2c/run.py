@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.agents import SampleTrace, to_jsonable
-from pipelines.agents.harness import GenerationOutputs, System, preflight, run_systems
+from pipelines.agents.harness import GenerationOutputs, System, run_systems
 from pipelines.io import read_jsonl, write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.ram2c.config import Ram2cConfig
@@ -165,7 +165,7 @@ async def generate_ram2c_async(
     own_runtime = runtime is None
     runtime = runtime or LLMRuntime(cfg.llm)
     try:
-        await preflight(runtime)
+        await runtime.preflight()
         if retriever is None:
             from pipelines.retrieval.service import open_retriever
 

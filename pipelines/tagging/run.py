@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import SampleTrace
-from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, preflight, run_systems
+from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, run_systems
 from pipelines.io import write_json_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.tagging.agents.planner import PlannerExamples
@@ -193,7 +193,7 @@ def _embedders(cfg: TaggingConfig, root: Path):
 async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
     llm_systems = [s for s in cfg.systems if s in LLM_SYSTEMS]
     if llm_systems:
-        await preflight(runtime)
+        await runtime.preflight()
     examples = read_examples(cfg.data, root)
     split = split_examples(examples, cfg.split)
     evaluation = limit_examples(split.evaluation, cfg.data.limit, cfg.data.seed)

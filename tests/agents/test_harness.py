@@ -13,11 +13,11 @@ from pipelines.agents.harness import (
     FailureBudgetExceeded,
     GenerationOutputs,
     System,
-    check_roles,
     run_systems,
 )
 from pipelines.llm.accounting import Accounting
 from pipelines.llm.client import LLM
+from pipelines.llm.config import LLMConfig
 from pipelines.llm.types import ChatResult, Choice, LLMError, Usage
 from tests.agents.test_agent import FIXTURES, parse_yes_no
 
@@ -200,9 +200,8 @@ def test_empty_run_is_an_error(tmp_path):
 
 
 def test_unknown_role_lists_the_valid_ones():
-    class Cfg:
-        roles = {"planner": None, "numerical_judg": None}
-
+    default = {"kind": "scripted", "replies": "unused.jsonl"}
+    typo = LLMConfig(default=default, roles={"planner": {"sampling": {}}, "numerical_judg": {"sampling": {}}})
     with pytest.raises(ValueError, match="unknown role 'numerical_judg' in llm.roles; valid roles: planner, solver"):
-        check_roles(Cfg(), ("planner", "solver"))
-    check_roles(type("Ok", (), {"roles": {"solver": None}})(), ("planner", "solver"))
+        typo.check_roles(("planner", "solver"))
+    LLMConfig(default=default, roles={"solver": {"sampling": {}}}).check_roles(("planner", "solver"))
