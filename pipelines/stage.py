@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +56,26 @@ def setup_logging(level: str | None = None) -> None:
 
 class StageError(RuntimeError):
     """A stage that ran but must not count as a result (the message says what happened and where)."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM, so every ``atomic_open`` on the way out removes its
+    temporary file (a BaseException: no ``except Exception`` of a stage swallows it)."""
+
+
+TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _on_sigterm_raise() -> Callable[[], None]:
+    """Install the SIGTERM handler (main thread only); returns what restores the previous one."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def stage_setup_sections(
@@ -105,9 +127,19 @@ def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> 
     from pipelines.llm.types import LLMError
 
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    restore = _on_sigterm_raise()
     try:
         code = body()
         return 0 if code is None else int(code)
+    except Terminated:
+        print(
+            "error: stopped by SIGTERM; the outputs on disk are whole (unfinished files were removed) and "
+            "a rerun repeats no finished LLM call",
+            file=sys.stderr,
+        )
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(TERMINATED_EXIT_CODE)  # worker threads (model generate, SQLite writer) must not hold the exit
     except SystemExit as exc:  # argparse (--help, bad flags) and stage_setup's config exit
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except ConfigError as exc:
@@ -116,6 +148,8 @@ def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> 
         error, message, code = exc, _missing_input(exc), 1
     except (LLMError, StageError) as exc:
         error, message, code = exc, str(exc), 1
+    finally:
+        restore()
     if debug:
         traceback.print_exception(error)
     print(f"error: {message}", file=sys.stderr)
