@@ -51,15 +51,25 @@ def write_jsonl_atomic(path: Path | str, rows: Iterable[dict[str, Any]]) -> int:
     return count
 
 
+def iter_jsonl_objects(
+    lines: Iterable[str], path: Path | str, *, error: type[Exception] = ValueError
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSON-lines text; a line that is not
+    valid JSON or not a JSON object raises ``error`` naming ``path``, the line and the fix."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            where = f"{path}:{number}"
+            raise error(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix or remove the line") from None
+        if not isinstance(row, dict):
+            raise error(f"{path}:{number}: expected a JSON object per line, got {type(row).__name__}")
+        yield number, row
+
+
 def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
-    """Read JSON lines; a bad line raises ValueError naming the file and line number."""
-    rows = []
+    """Read JSON lines (one object each); a bad line raises ValueError naming the file and line number."""
     with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg}); fix or remove the line") from exc
-    return rows
+        return [row for _, row in iter_jsonl_objects(handle, path)]

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.io import iter_jsonl_objects
 from pipelines.retrieval.config import SourceConfig
 
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -139,15 +139,7 @@ class _Lines:
 def _rows(path: Path, lines: _Lines) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, row) pairs of a .jsonl or .csv file, streamed."""
     if path.suffix.lower() == ".jsonl":
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise KBBuildError(f"{path}:{number}: not valid JSON ({exc.msg}); fix or remove the line") from None
-            if not isinstance(row, dict):
-                raise KBBuildError(f"{path}:{number}: expected a JSON object per line")
+        for number, row in iter_jsonl_objects(lines, path, error=KBBuildError):
             yield f"{path}:{number}", row
         return
     for number, row in enumerate(csv.DictReader(lines), start=2):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.io import iter_jsonl_objects
 from pipelines.kgc.schema import Schema, Sentence
 
 MAX_NOTES = 20
@@ -89,16 +90,7 @@ def json_lines(path: Path | str) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise ReaderError(f"{path}:{index + 1}: item {index} is not a JSON object")
             yield index + 1, row
         return
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ReaderError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(row, dict):
-            raise ReaderError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        yield number, row
+    yield from iter_jsonl_objects(text.splitlines(), path, error=ReaderError)
 
 
 def field_of(row: dict[str, Any], key: str, path: Path | str, line: int, kind: type | tuple = str) -> Any:
