@@ -17,7 +17,7 @@ def test_objects_with_their_line_numbers() -> None:
 
 
 def test_bad_json_raises_the_callers_error_naming_file_and_line() -> None:
-    with pytest.raises(DatasetProblem, match=r"^x\.jsonl:2: not valid JSON \(.* at column 3\); fix or remove"):
+    with pytest.raises(DatasetProblem, match=r"^x\.jsonl:2: not valid JSON \(.* at column 2\); fix or remove"):
         list(iter_jsonl_objects(['{"a": 1}', '{"b'], "x.jsonl", error=DatasetProblem))
 
 
