@@ -1,0 +1,124 @@
+"""Params profiles: a partial params file (``configs/profiles/<name>.yaml``) laid over ``params.yaml``.
+
+A profile names only the keys it changes; every key must exist in the params it is applied to
+(a typo is an error naming the key), dicts merge key by key and any other value (lists included)
+replaces the value it names. Two ways to use one::
+
+    python -m pipelines.profiles smoke --run             # dvc exp run -S key=value ... (one experiment)
+    python -m pipelines.profiles smoke --write DIR/params.yaml   # the merged params file (CI's smoke run)
+
+``--print`` shows the ``dvc exp run`` command instead of running it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipelines.config import ConfigError
+
+PROFILES_DIR = Path("configs/profiles")
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./\-]*$")  # strings the override grammar reads unquoted
+
+
+def load_profile(name: str, *, root: Path | str = ".") -> dict[str, Any]:
+    """The profile ``name`` (a file under ``configs/profiles/`` or a path to a YAML file)."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else Path(root) / PROFILES_DIR / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (Path(root) / PROFILES_DIR).glob("*.yaml"))
+        raise ConfigError(f"profile {name!r} not found at {path}; known profiles: {', '.join(known) or 'none'}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a profile is a mapping of params sections to the values it changes")
+    return data
+
+
+def apply_profile(params: Mapping[str, Any], profile: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
+    """``params`` with ``profile`` laid over it (a new dict; inputs untouched)."""
+    merged = copy.deepcopy(dict(params))
+    for key, value in profile.items():
+        dotted = f"{where}{key}"
+        if key not in merged:
+            known = ", ".join(merged)
+            raise ConfigError(f"profile key {dotted!r} is not in params.yaml; fix the profile (keys there: {known})")
+        if isinstance(value, Mapping) and isinstance(merged[key], Mapping):
+            merged[key] = apply_profile(merged[key], value, where=f"{dotted}.")
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _hydra_value(value: Any) -> str:
+    """A value in the override grammar ``dvc exp run -S`` parses (strings always quoted)."""
+    if isinstance(value, str):
+        if _PLAIN.match(value) and yaml.safe_load(value) == value:
+            return value
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{key}: {_hydra_value(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_hydra_value(item) for item in value) + "]"
+    return json.dumps(value)
+
+
+def set_flags(profile: Mapping[str, Any], *, where: str = "") -> list[str]:
+    """``key.path=value`` overrides for ``dvc exp run -S``, one per leaf of the profile."""
+    flags: list[str] = []
+    for key, value in profile.items():
+        if isinstance(value, Mapping) and value:
+            flags.extend(set_flags(value, where=f"{where}{key}."))
+        else:
+            flags.append(f"{where}{key}={_hydra_value(value)}")
+    return flags
+
+
+def exp_run_command(profile: Mapping[str, Any], *, name: str | None = None) -> list[str]:
+    """The ``dvc exp run`` argv that runs one experiment with ``profile``."""
+    command = ["dvc", "exp", "run"] + (["-n", name] if name else [])
+    for flag in set_flags(profile):
+        command += ["-S", flag]
+    return command
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.profiles", description=__doc__.splitlines()[0])
+    parser.add_argument("profile", help="profile name (configs/profiles/<name>.yaml) or a YAML path")
+    parser.add_argument("--params", default="params.yaml", help="params file the profile is checked against")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--write", metavar="PATH", help="write the merged params file here")
+    action.add_argument("--run", action="store_true", help="run `dvc exp run -S ...` with the profile")
+    action.add_argument("--print", action="store_true", help="print that command")
+    args = parser.parse_args(argv)
+    try:
+        profile = load_profile(args.profile)
+        params = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))
+        merged = apply_profile(params, profile)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.write:
+        Path(args.write).write_text(yaml.safe_dump(merged, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        return 0
+    command = exp_run_command(profile, name=Path(args.profile).stem)
+    if args.print:
+        print(shlex.join(command))
+        return 0
+    return subprocess.call(command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""Params profiles: laid over params.yaml key by key, typos refused, and the ``-S`` flags they give
+parse back (with the override grammar ``dvc exp run`` uses) to the same values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from pipelines.config import ConfigError, validate_section
+from pipelines.profiles import apply_profile, exp_run_command, load_profile, set_flags
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_dicts_merge_and_other_values_replace() -> None:
+    params = {"a": {"b": 1, "c": [1, 2], "d": {"e": "x"}}, "f": True}
+    merged = apply_profile(params, {"a": {"c": [3], "d": {"e": "y"}}})
+    assert merged == {"a": {"b": 1, "c": [3], "d": {"e": "y"}}, "f": True}
+    assert params["a"]["c"] == [1, 2]  # the input is untouched
+
+
+def test_a_key_missing_from_params_is_an_error_naming_it() -> None:
+    with pytest.raises(ConfigError, match=r"profile key 'a.cc' is not in params.yaml"):
+        apply_profile({"a": {"c": 1}}, {"a": {"cc": 2}})
+
+
+def test_flags_parse_back_to_the_profile_values() -> None:
+    profile = {
+        "kgc": {"datasets": [{"name": "conllpp", "files": ["../shared/x y.txt"], "sample": 1}], "shots": [0, 1]},
+        "ram2c": {"language": "zh", "one": True, "cap": None, "share": 0.5, "quoted": "it's", "num_like": "13"},
+    }
+    parsed = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(set_flags(profile))}
+    assert parsed == {
+        "kgc.datasets": profile["kgc"]["datasets"],
+        "kgc.shots": [0, 1],
+        "ram2c.language": "zh",
+        "ram2c.one": True,
+        "ram2c.cap": None,
+        "ram2c.share": 0.5,
+        "ram2c.quoted": "it's",
+        "ram2c.num_like": "13",
+    }
+    assert exp_run_command({"a": {"b": 2}}, name="x") == ["dvc", "exp", "run", "-n", "x", "-S", "a.b=2"]
+
+
+def test_the_smoke_profile_is_valid_for_every_stage_it_changes() -> None:
+    from pipelines.kgc.config import KGCConfig
+    from pipelines.ram2c.config import Ram2cConfig
+    from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
+    from pipelines.tagging.config import TaggingConfig
+    from pipelines.training.config import TrainConfig
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    merged = apply_profile(params, load_profile("smoke", root=ROOT))
+    models = {"build_kb": BuildKBConfig, "retrieval": RetrievalConfig, "tagging": TaggingConfig, "kgc": KGCConfig,
+              "ram2c": Ram2cConfig}
+    for section, model in models.items():
+        validate_section(merged[section], model, section=section, source="smoke profile")
+    for method in ("sft", "dpo"):
+        train = validate_section(merged["train"][method], TrainConfig, section=f"train.{method}", source="smoke")
+        assert train.schedule.max_steps == 1
+    assert merged["tagging"]["data"]["limit"] == 2 and merged["ram2c"]["dialogues"] == 2
