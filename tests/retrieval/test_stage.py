@@ -85,6 +85,12 @@ def test_stage_builds_scores_and_rebuilds_incrementally(tmp_path, monkeypatch, m
     assert again["embedded"] == 0 and again["unchanged"] == metrics["chunks"]
     quality = json.loads(Path("reports/build_kb/retrieval_quality.json").read_text())
     assert quality["llm_usage"]["total"]["cache_hits"] == 3  # rewrites replayed from the request cache
+    params = yaml.safe_load(Path("params.yaml").read_text(encoding="utf-8"))
+    params["build_kb"]["quality"]["enabled"] = False
+    Path("params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+    assert build_kb.main([]) == 0
+    quality = json.loads(Path("reports/build_kb/retrieval_quality.json").read_text())
+    assert quality["enabled"] is False and "dense" not in quality  # the DVC metric exists, without stale scores
 
 
 def test_stage_failure_exits_with_a_clear_message(tmp_path, monkeypatch, capsys, minilm):
