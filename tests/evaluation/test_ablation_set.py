@@ -2,6 +2,7 @@
 (dvc.utils.hydra.apply_overrides) and the changed section validated by its team's strict config,
 so a typo in a key or a value fails here; the queue commands; the tables from `dvc exp show --json`."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -123,3 +124,14 @@ def test_a_dvc_rewrite_keeps_the_strings_yes_and_no(tmp_path):
     assert cfg.team.failure_policy == "no" and {"yes", "no"} <= {*cfg.data.positive_labels, *cfg.data.negative_labels}
     assert cfg.embedding.threshold is None
     assert load_section("make_datasets", MakeDatasetsConfig, params).deduplicate is True  # true stays a bool
+
+
+def test_tables_from_a_real_queued_run():
+    """`dvc exp show --json` (dvc 3.67) after `ablation_set queue --only ram2c` and `dvc exp run --run-all`
+    in a toy project whose stage writes pairs_kept = 6 - 2 x skipped groups - one_expert."""
+    show = json.loads((Path(__file__).parent / "fixtures" / "dvc_exp_show_ablations.json").read_text(encoding="utf-8"))
+    lines = ablation_tables(show, {}).splitlines()
+    assert "| master (baseline) | [] | False | 6 | 300.00 | - | - | - |" in lines
+    assert '| ram2c-no-p-e | ["P", "E"] | False | 2 (-4.00) | 300.00 (+0.00) | - | - | - |' in lines
+    assert "| ram2c-one-expert | [] | True | 5 (-1.00) | 300.00 (+0.00) | - | - | - |" in lines
+    assert sum(line.startswith("| ram2c-") for line in lines) == 4
