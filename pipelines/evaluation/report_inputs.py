@@ -67,16 +67,16 @@ def offline_default(params: Mapping[str, Any], sections: list[str]) -> bool:
 
 
 def tagging_section(metrics: Mapping[str, Any], *, models: str) -> dict[str, Any]:
-    """The tagging Table 4 section of one generation run (the model row named by the team's backbone)."""
+    """The tagging Table 4 section of one generation run: its row is named by the stage (systems
+    run on different backbones; the provenance line names each)."""
     systems = metrics["systems"]
-    label = next((systems[s].get("backbone") for s in ("team", "single_llm") if s in systems), None) or "generation run"
     split = metrics.get("split") or {}
     data = f"{metrics.get('n_evaluated', '?')} evaluated pairs (evaluation split"
     data += f" by {split['by']})" if split.get("by") else ")"
     data += f" of {metrics['n_pairs']} labelled pairs" if "n_pairs" in metrics else ""
     backbones = "; ".join(f"{s}: {m.get('backbone')}" for s, m in systems.items() if m.get("backbone"))
     return {
-        "models": {label: {"systems": systems}},
+        "models": {"generate_tagging": {"systems": systems}},
         "provenance": {"data": data, "models": backbones or models},
     }
 
