@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.evaluation import report_inputs as ri
-from pipelines.evaluation.plot_data import write_plot_data
+from pipelines.evaluation.plot_data import plot_rows, write_plot_data
 from pipelines.evaluation.report_config import ReportConfig
 from pipelines.evaluation.summary import build_sections, write_summary
 from pipelines.evaluation.trace_browser import write_trace_browser
@@ -56,25 +56,30 @@ def _json(path: Path) -> Any:
     return data
 
 
+def _renderable(sections: dict[str, Any]) -> dict[str, Any]:
+    """``sections`` after building their tables and plot rows once: a shape the report cannot
+    lay out raises here, inside the input's read, and becomes that input's note."""
+    build_sections(sections)
+    plot_rows(sections)
+    return sections
+
+
 def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | str = ".") -> dict[str, Any]:
     """The metrics dict :func:`summary.write_summary` takes, with ``offline_default`` and ``inputs``."""
     inputs, paths = _Inputs(Path(root)), cfg.inputs
     metrics: dict[str, Any] = {}
 
-    def section(name: str, path: str, build: Callable[[dict], Any]) -> Any:
-        return inputs.read(name, path, STAGES.get(name, name), lambda p: build(_json(p)))
+    def read(name: str, path: str, build: Callable[[dict], dict[str, Any]]) -> None:
+        found = inputs.read(name, path, STAGES.get(name, name), lambda p: _renderable(build(_json(p))))
+        metrics.update(found or {})
 
-    tagging = section(
-        "tagging", paths.tagging, lambda m: ri.tagging_section(m, models=ri.models_named(params, "tagging"))
-    )
-    rounds = inputs.read("kgc_rounds", paths.kgc_rounds, "generate_kgc", lambda p: p)  # read with kgc below
-    kgc = section(
-        "kgc", paths.kgc, lambda m: ri.kgc_section(m, models=ri.models_named(params, "kgc"), rounds_csv=rounds)
-    )
-    ram2c = section("ram2c", paths.ram2c, lambda m: ri.ram2c_section(m, models=ri.models_named(params, "ram2c")))
-    for name, value in (("tagging", tagging), ("kgc", kgc), ("ram2c", ram2c)):
-        if value is not None:
-            metrics[name] = value
+    def models(section: str) -> str:
+        return ri.models_named(params, section)
+
+    read("tagging", paths.tagging, lambda m: {"tagging": ri.tagging_section(m, models=models("tagging"))})
+    rounds = inputs.read("kgc_rounds", paths.kgc_rounds, "generate_kgc", lambda p: p)  # parsed with kgc below
+    read("kgc", paths.kgc, lambda m: {"kgc": ri.kgc_section(m, models=models("kgc"), rounds_csv=rounds)})
+    read("ram2c", paths.ram2c, lambda m: {"ram2c": ri.ram2c_section(m, models=models("ram2c"))})
     runs = {}
     for run, folder in cfg.inputs.train.items():
         stage = f"train@{run}"
@@ -84,9 +89,14 @@ def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path 
             runs[run] = ri.training_run(run, run_metrics or {}, loss or [], params)
     if runs:
         metrics["training"] = ri.training_section(runs)
-    evaluate = section("evaluate", paths.evaluate, lambda m: m) or {}
-    metrics.update(ri.evaluate_sections(evaluate))
-    metrics["offline_default"] = ri.offline_default(params, cfg.generators) or bool(evaluate.get("offline_default"))
+    evaluated_offline: list[bool] = []
+
+    def evaluate(m: dict) -> dict[str, Any]:
+        evaluated_offline.append(bool(m.get("offline_default")))
+        return ri.evaluate_sections(m)
+
+    read("evaluate", paths.evaluate, evaluate)
+    metrics["offline_default"] = ri.offline_default(params, cfg.generators) or any(evaluated_offline)
     metrics["inputs"] = inputs.status
     return metrics
 

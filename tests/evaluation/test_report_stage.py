@@ -11,7 +11,7 @@ import yaml
 from pipelines.evaluation.report_config import ReportConfig
 from pipelines.evaluation.report_inputs import offline_default
 from stages import report as stage
-from tests.evaluation.report_fixtures import write_all_inputs, write_params
+from tests.evaluation.report_fixtures import evaluate_metrics, write_all_inputs, write_params
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -103,6 +103,19 @@ def test_partial_inputs_are_notes(tmp_path, monkeypatch):
     assert "| CooperKGC (0-shot) · conllpp | 50.0 | 75.0 |" in md  # rounds from f1_per_round
     assert "| dpo | DPO LoRA | 0 | - | - |" in md and "Offline default" not in md
     assert "No traces yet" in (tmp_path / "reports/traces.html").read_text(encoding="utf-8")
+
+
+def test_a_shape_the_report_cannot_lay_out_is_a_note(tmp_path, monkeypatch):
+    write_params(tmp_path)
+    write_all_inputs(tmp_path)
+    evaluate = evaluate_metrics()
+    evaluate["tutoring"]["hts"] = {"tables": {"1": {"provenance": "x"}}}  # no rows
+    (tmp_path / "reports/evaluate/metrics.json").write_text(json.dumps(evaluate), encoding="utf-8")
+    metrics = _run(tmp_path, monkeypatch)
+    assert metrics["inputs"]["evaluate"] is False and metrics["offline_default"] is True
+    assert "Tutoring dialogues (HTS)" not in metrics["sections"] and "Tuned vs base" not in metrics["sections"]
+    md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
+    assert "| evaluate | reports/evaluate/metrics.json | unreadable: KeyError: 'rows' |" in md
 
 
 def test_nothing_ran_yet(tmp_path, monkeypatch):
