@@ -17,6 +17,12 @@ one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
   "ci"}}}, "provenance": ...}}}`` (RAM2C's Tables 1-3: ``score (kappa)`` per H/T/S, with the
   bootstrap interval).
 
+- ``ram2c``: a ``generate_ram2c`` ``metrics.json`` (+ ``provenance``): what the team kept, and
+  group reflection per expert group.
+- ``base_tuned``: ``{team: {"base": {metric: value}, "tuned": {...}, "n", "provenance"}}``
+  (``reports/evaluate/metrics.json``'s team sections): base vs tuned inside each team.
+- ``inputs``: ``{name: {"path", "found", "note"}}``: what the report read.
+
 ``provenance`` is a string or ``{"data": ..., "models": ..., ...}``.
 """
 
