@@ -10,6 +10,7 @@ what to change, e.g.::
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +61,21 @@ def _locate(lines: dict[tuple[str, ...], int], path: tuple[str, ...]) -> int | N
     return None
 
 
+class Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 booleans (only ``true`` / ``false``): ``yes``, ``no``,
+    ``on``, ``off`` stay strings. ``dvc exp run -S`` rewrites params.yaml with ruamel (YAML 1.2),
+    which writes the string ``"no"`` unquoted; read as YAML 1.1 it would turn into ``False``."""
+
+
+Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; a syntax error becomes a :class:`ConfigError` naming file and line."""
     try:
@@ -67,7 +83,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: file not found; run from the project root or pass --params") from exc
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=Yaml12Loader) or {}  # a SafeLoader (YAML 1.2 booleans)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

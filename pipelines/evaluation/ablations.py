@@ -10,6 +10,7 @@ the baseline commit.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -66,12 +67,20 @@ def experiments(show: Sequence[Mapping[str, Any]], *, include_workspace: bool = 
     return found
 
 
+def _lookup(flat: Mapping[str, Any], path: str) -> Any:
+    if "*" not in path:
+        return flat.get(path)
+    return next((flat[k] for k in sorted(flat) if fnmatch.fnmatchcase(k, path)), None)
+
+
 def metric_value(exp: Mapping[str, Any], key: str) -> Any:
-    """A metric by dotted path (``file:path`` to name the file; else the first file having it)."""
+    """A metric by dotted path (``file:path`` to name the file; else the first file having it).
+    ``*`` in the path matches any part of a key (the first match in key order), e.g.
+    ``tutoring.hts.tables.1.rows.*.humanized.score`` for a row whose label the run chose."""
     if ":" in key:
         file, path = key.split(":", 1)
-        return exp["metrics"].get(file, {}).get(path)
-    return next((m[key] for m in exp["metrics"].values() if key in m), None)
+        return _lookup(exp["metrics"].get(file, {}), path)
+    return next((v for m in exp["metrics"].values() if (v := _lookup(m, key)) is not None), None)
 
 
 def _number(value: Any) -> str:

@@ -17,6 +17,12 @@ one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
   "ci"}}}, "provenance": ...}}}`` (RAM2C's Tables 1-3: ``score (kappa)`` per H/T/S, with the
   bootstrap interval).
 
+- ``ram2c``: a ``generate_ram2c`` ``metrics.json`` (+ ``provenance``): what the team kept, and
+  group reflection per expert group.
+- ``base_tuned``: ``{team: {"base": {metric: value}, "tuned": {...}, "n", "provenance"}}``
+  (``reports/evaluate/metrics.json``'s team sections): base vs tuned inside each team.
+- ``inputs``: ``{name: {"path", "found", "note"}}``: what the report read.
+
 ``provenance`` is a string or ``{"data": ..., "models": ..., ...}``.
 """
 
@@ -211,4 +217,94 @@ def training_table(section: Mapping[str, Any], *, offline: bool = False) -> Tabl
         ["Run", "Method", "Loss points", "First loss", "Last loss"],
         body,
         provenance_line(section.get("provenance"), offline=offline),
+    )
+
+
+def _reasons(counts: Mapping[str, int] | None) -> str:
+    return "; ".join(f"{reason} {n}" for reason, n in (counts or {}).items()) or "-"
+
+
+def ram2c_tables(section: Mapping[str, Any], *, offline: bool = False) -> list[Table]:
+    """The RAM2C team's generation run (``generate_ram2c`` metrics): what it kept, and group
+    reflection per expert group (documents retrieved and accepted by vote, yes-vote share, cost)."""
+    note = provenance_line(section.get("provenance"), offline=offline)
+    overview = Table(
+        "Tutoring dialogue generation (RAM2C team)",
+        ["Dialogues", "Turns", "Pairs kept", "Pairs dropped", "Dropped by reason", "LLM calls / dialogue",
+         "Tokens / dialogue", "Chosen chars", "Rejected chars"],
+        [[str(section.get("dialogues", "-")), str(section.get("turns", "-")), str(section.get("pairs_kept", "-")),
+          str(section.get("pairs_dropped", "-")), _reasons(section.get("dropped_by_reason")),
+          f"{section.get('llm_calls_per_dialogue', 0):.1f}", f"{section.get('tokens_per_dialogue', 0):.0f}",
+          f"{section.get('mean_chars_chosen', 0):.0f}", f"{section.get('mean_chars_rejected', 0):.0f}"]],
+        note,
+    )  # fmt: skip
+    tables = [overview]
+    groups = section.get("groups") or {}
+    if groups:
+        body = [
+            [name, str(g.get("turns", 0)), f"{g.get('retrieved_per_turn', 0):.2f}",
+             f"{g.get('accepted_per_turn', 0):.2f}", percent(g.get("accepted_share")), percent(g.get("yes_share")),
+             f"{g.get('llm_calls_per_turn', 0):.1f}", f"{g.get('tokens_per_turn', 0):.0f}"]
+            for name, g in groups.items()
+        ]  # fmt: skip
+        tables.append(
+            Table(
+                "Group reflection per expert group (RAM2C)",
+                ["Group", "Turns", "Retrieved / turn", "Accepted / turn", "Accepted share", "Yes votes",
+                 "LLM calls / turn", "Tokens / turn"],
+                body,
+                note + " Shares in %.",
+            )
+        )  # fmt: skip
+    return tables
+
+
+def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
+    if isinstance(data, Mapping):
+        out: dict[str, float] = {}
+        for key, value in data.items():
+            out.update(_numbers(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        return {prefix: float(data)}
+    return {}
+
+
+def _value(value: float | None, rate: bool) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f}" if rate else f"{value:g}"
+
+
+TEAM_TITLES = {"tagging": "Knowledge tagging", "kgc": "Knowledge graph construction", "tutoring": "Tutoring"}
+
+
+def base_tuned_table(team: str, section: Mapping[str, Any], *, offline: bool = False) -> Table:
+    """``{"base": {metric: value}, "tuned": {...}, "n", "provenance"}`` (nested metrics dotted):
+    one row per metric with base, tuned and their difference; rates (both in [0, 1]) in %."""
+    base, tuned = _numbers(section.get("base")), _numbers(section.get("tuned"))
+    body = []
+    for metric in dict.fromkeys([*base, *tuned]):
+        b, t = base.get(metric), tuned.get(metric)
+        rate = all(v is None or 0.0 <= v <= 1.0 for v in (b, t))
+        delta = "-" if b is None or t is None else (_signed(t - b, 100) if rate else f"{t - b:+g}")
+        body.append([metric, _value(b, rate), _value(t, rate), delta])
+    items = f" {section['n']} held-out items." if section.get("n") is not None else ""
+    return Table(
+        f"{TEAM_TITLES.get(team, team)}: base vs tuned model inside the team",
+        ["Metric", "Base", "Tuned", "Difference"],
+        body,
+        provenance_line(section.get("provenance"), offline=offline) + items + " Rates in %.",
+    )
+
+
+def inputs_table(inputs: Mapping[str, Mapping[str, Any]]) -> Table:
+    """What the report read: ``{name: {"path", "found", "note"}}``, one row each."""
+    body = [[name, str(i.get("path", "")), "found" if i.get("found") else str(i.get("note") or "missing")]
+            for name, i in inputs.items()]  # fmt: skip
+    return Table(
+        "Inputs of this report",
+        ["Input", "File", "Status"],
+        body,
+        "A missing input leaves its section out; run the stage that writes it (dvc repro) and the report again.",
     )

@@ -3,7 +3,9 @@ under ``reports/plots/``, all generated from one metrics dict::
 
     {
       "offline_default": true,              # labels every table and the page as the offline default
-      "tagging": {...}, "deltas": [...], "kgc": {...}, "hts": {...}, "training": {...}
+      "tagging": {...}, "kgc": {...}, "ram2c": {...}, "hts": {...},
+      "base_tuned": {team: {...}}, "deltas": [...], "training": {...},
+      "inputs": {name: {"path", "found", "note"}}   # what the report read (a table at the end)
     }
 
 (section shapes: :mod:`pipelines.evaluation.report_tables`). Missing sections are left out, so
@@ -39,14 +41,24 @@ def build_sections(metrics: Mapping[str, Any]) -> list[tuple[str, list[Table]]]:
         if kgc.get("rounds"):
             tables.append(report_tables.kgc_rounds_table(kgc, offline=offline))
         sections.append(("Knowledge graph construction", tables))
+    if "ram2c" in metrics:
+        sections.append(
+            ("Tutoring dialogue generation (RAM2C)", report_tables.ram2c_tables(metrics["ram2c"], offline=offline))
+        )
     if "hts" in metrics:
         sections.append(("Tutoring dialogues (HTS)", report_tables.hts_tables(metrics["hts"], offline=offline)))
+    tuned = [
+        report_tables.base_tuned_table(t, s, offline=offline) for t, s in (metrics.get("base_tuned") or {}).items()
+    ]
     if metrics.get("deltas"):
         provenance = metrics.get("deltas_provenance", "held-out splits of each team's data, paired by item")
-        table = report_tables.deltas_table(metrics["deltas"], provenance=provenance, offline=offline)
-        sections.append(("Tuned vs base", [table]))
+        tuned.append(report_tables.deltas_table(metrics["deltas"], provenance=provenance, offline=offline))
+    if tuned:
+        sections.append(("Tuned vs base", tuned))
     if "training" in metrics:
         sections.append(("Fine-tuning", [report_tables.training_table(metrics["training"], offline=offline)]))
+    if metrics.get("inputs"):
+        sections.append(("Report inputs", [report_tables.inputs_table(metrics["inputs"])]))
     return sections
 
 

@@ -1,0 +1,150 @@
+"""The whole report from whatever stages ran: read every input present, map it into the summary's
+sections (:mod:`report_inputs`), write ``summary.md``, ``summary.html``, ``plots/*.png`` and the
+plot CSVs, and ``traces.html``. A missing or unreadable input is a row of the report's inputs
+table (and of the returned metrics), never an error.
+
+    metrics = build_report(cfg, params, root=".")   # cfg: ReportConfig, params: the whole params.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pipelines.evaluation import report_inputs as ri
+from pipelines.evaluation.plot_data import plot_rows, write_plot_data
+from pipelines.evaluation.report_config import ReportConfig
+from pipelines.evaluation.summary import build_sections, write_summary
+from pipelines.evaluation.trace_browser import write_trace_browser
+from pipelines.evaluation.trace_story import esc
+from pipelines.io import atomic_open
+
+log = logging.getLogger(__name__)
+
+STAGES = {"tagging": "generate_tagging", "kgc": "generate_kgc", "kgc_rounds": "generate_kgc",
+          "ram2c": "generate_ram2c", "evaluate": "evaluate"}  # fmt: skip
+
+
+class _Inputs:
+    """Reads inputs under ``root`` and records each one's status for the inputs table."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.status = root, {}
+
+    def read(self, name: str, path: str, stage: str, parse: Callable[[Path], Any]) -> Any:
+        file = self.root / path
+        if not file.exists():
+            self.status[name] = {"path": path, "found": False, "note": f"missing: run `dvc repro {stage}`"}
+            return None
+        try:
+            value = parse(file)
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:  # a corrupt file is a note, not a crash
+            log.warning("report: %s (%s) could not be read: %s", name, path, exc)
+            self.status[name] = {"path": path, "found": False, "note": f"unreadable: {type(exc).__name__}: {exc}"}
+            return None
+        self.status[name] = {"path": path, "found": True}
+        return value
+
+
+def _json(path: Path) -> Any:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    return data
+
+
+def _renderable(sections: dict[str, Any]) -> dict[str, Any]:
+    """``sections`` after building their tables and plot rows once: a shape the report cannot
+    lay out raises here, inside the input's read, and becomes that input's note."""
+    build_sections(sections)
+    plot_rows(sections)
+    return sections
+
+
+def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | str = ".") -> dict[str, Any]:
+    """The metrics dict :func:`summary.write_summary` takes, with ``offline_default`` and ``inputs``."""
+    inputs, paths = _Inputs(Path(root)), cfg.inputs
+    metrics: dict[str, Any] = {}
+
+    def read(name: str, path: str, build: Callable[[dict], dict[str, Any]]) -> None:
+        found = inputs.read(name, path, STAGES.get(name, name), lambda p: _renderable(build(_json(p))))
+        metrics.update(found or {})
+
+    def models(section: str) -> str:
+        return ri.models_named(params, section)
+
+    read("tagging", paths.tagging, lambda m: {"tagging": ri.tagging_section(m, models=models("tagging"))})
+    rounds = inputs.read("kgc_rounds", paths.kgc_rounds, "generate_kgc", lambda p: p)  # parsed with kgc below
+    read("kgc", paths.kgc, lambda m: {"kgc": ri.kgc_section(m, models=models("kgc"), rounds_csv=rounds)})
+    read("ram2c", paths.ram2c, lambda m: {"ram2c": ri.ram2c_section(m, models=models("ram2c"))})
+    runs = {}
+    for run, folder in cfg.inputs.train.items():
+        stage = f"train@{run}"
+        run_metrics = inputs.read(f"train.{run}", f"{folder}/metrics.json", stage, _json)
+        loss = inputs.read(f"train.{run}.loss", f"{folder}/loss.csv", stage, ri.read_loss_csv)
+        if run_metrics is not None or loss:
+            runs[run] = ri.training_run(run, run_metrics or {}, loss or [], params)
+    if runs:
+        metrics["training"] = ri.training_section(runs)
+    evaluated_offline: list[bool] = []
+
+    def evaluate(m: dict) -> dict[str, Any]:
+        evaluated_offline.append(bool(m.get("offline_default")))
+        return ri.evaluate_sections(m)
+
+    read("evaluate", paths.evaluate, evaluate)
+    metrics["offline_default"] = ri.offline_default(params, cfg.generators) or any(evaluated_offline)
+    metrics["inputs"] = inputs.status
+    return metrics
+
+
+def _prune(folder: Path, keep: set[Path]) -> None:
+    """Remove plot files of sections no longer present (a direct rerun; DVC clears outs itself)."""
+    for stale in folder.glob("*"):
+        if stale.suffix in (".png", ".csv") and stale not in keep:
+            stale.unlink()
+
+
+def write_traces(cfg: ReportConfig, *, root: Path | str = ".") -> dict[str, Any]:
+    """``traces.html`` from the teams' traces present (a page saying none were found otherwise);
+    returns per-team stats and the missing files."""
+    root = Path(root)
+    found = {team: root / path for team, path in cfg.traces.items() if (root / path).exists()}
+    missing = [path for team, path in cfg.traces.items() if team not in found]
+    target = root / cfg.outputs.traces_html
+    if found:
+        stats = write_trace_browser(
+            target, found, limit=cfg.trace_limit, seed=cfg.trace_seed, title=f"{cfg.title}: traces"
+        )
+    else:
+        stats = {}
+        with atomic_open(target) as handle:
+            handle.write(
+                f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(cfg.title)}: traces</title>'
+                f"</head><body><h1>No traces yet</h1><p>None of these files exist: {esc(', '.join(missing))}. "
+                "Run the generate stages (dvc repro) and the report again.</p></body></html>\n"
+            )
+    return {"teams": stats, "missing": missing}
+
+
+def build_report(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | str = ".") -> dict[str, Any]:
+    """Write every report file; returns the stage's metrics: ``offline_default``, ``inputs``
+    (name -> found), ``sections``, ``plots``, ``traces`` (team -> samples / shown)."""
+    root = Path(root)
+    metrics = collect_metrics(cfg, params, root=root)
+    reports_dir = root / cfg.outputs.reports_dir
+    written = write_summary(metrics, reports_dir, title=cfg.title)
+    csvs = write_plot_data(metrics, reports_dir / "plots")
+    _prune(reports_dir / "plots", {*written["plots"], *csvs})
+    traces = write_traces(cfg, root=root)
+    return {
+        "offline_default": metrics["offline_default"],
+        "inputs": {name: s["found"] for name, s in metrics["inputs"].items()},
+        "sections": [heading for heading, _ in build_sections(metrics)],
+        "plots": sorted(p.name for p in [*written["plots"], *csvs]),
+        "traces": {t: {"samples": s["samples"], "shown": s["shown"]} for t, s in traces["teams"].items()},
+        "traces_missing": traces["missing"],
+    }

@@ -1,0 +1,196 @@
+"""Each stage's own ``metrics.json`` mapped into the sections :func:`summary.write_summary` takes
+(shapes: :mod:`pipelines.evaluation.report_tables`), with a provenance line built from the
+metrics and the generating models named in params.
+
+Inputs (the keys each stage really writes):
+
+- ``generate_tagging``: ``{"n_pairs", "split": {"by", "counts", ...}, "n_evaluated", "systems":
+  {system: {"overall": {accuracy, precision, recall, f1, ...}, "backbone", ...}}, ...}``
+- ``generate_kgc``: ``{"n_evaluated", "output_mode", "rounds", "datasets": {name: {"task",
+  "language", "fallback", "evaluated", "pool"}}, "systems": {"<method>@<k>shot": {"datasets":
+  {name: {"task", "overall": {"f1", ...}, "f1_per_round": [...]}}, ...}}}`` and ``rounds.csv``
+  (``system, dataset, round, f1``)
+- ``generate_ram2c``: ``{"books", "passages", "dialogues", "turns", "pairs_kept", "pairs_dropped",
+  "dropped_by_reason", "groups_run", "experts_per_group", "selection", "groups": {name: {...}},
+  "llm_calls_per_dialogue", "tokens_per_dialogue", "mean_chars_chosen", "mean_chars_rejected"}``
+- ``train/<run>``: ``metrics.json`` (``train_loss``, ``global_step``, ...) and ``loss.csv``
+  (``step, loss, accuracy``)
+- ``evaluate``: ``{"offline_default", "tagging" / "kgc": {"base", "tuned", "n", "provenance"},
+  "tutoring": {"hts", "n"}, "deltas", "deltas_provenance"}``
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipelines.llm.config import LLMConfig, RoleSamplingConfig
+
+KGC_LABELS = {"cooperkgc": "CooperKGC", "autokg": "AutoKG", "chatie": "ChatIE", "coter": "CoT-ER",
+              "self_consistency": "Self-consistency"}  # fmt: skip
+TASK_ORDER = ("ner", "re", "ee")
+
+
+def _short(model: str) -> str:
+    return Path(str(model)).name or str(model)
+
+
+def backend_specs(params: Mapping[str, Any], section: str) -> list[Any]:
+    """Every backend spec (default and per-role) of ``params[section]["llm"]``; [] without one."""
+    raw = (params.get(section) or {}).get("llm")
+    if not raw:
+        return []
+    llm = LLMConfig.model_validate(raw)
+    return [llm.default, *[r for r in llm.roles.values() if not isinstance(r, RoleSamplingConfig)]]
+
+
+def models_named(params: Mapping[str, Any], section: str) -> str:
+    """``smollm2-135m-instruct (transformers)``, or several joined, for a section's provenance."""
+    names = dict.fromkeys(f"{_short(s.model)} ({s.kind})" for s in backend_specs(params, section))
+    return ", ".join(names) or "not recorded in params"
+
+
+def offline_default(params: Mapping[str, Any], sections: list[str]) -> bool:
+    """True when every generating backend of ``sections`` is the local transformers backend on the
+    chat model ``prepare_models`` writes (``prepare_models.chat_model_dir``); False when any role
+    runs elsewhere (an API, vLLM, another model) or no section names a backend."""
+    from pipelines.models.prepare import PrepareModelsConfig
+
+    offline_dir = os.path.normpath(
+        PrepareModelsConfig.model_validate(params.get("prepare_models") or {}).chat_model_dir
+    )
+    specs = [s for section in sections for s in backend_specs(params, section)]
+    return bool(specs) and all(s.kind == "transformers" and os.path.normpath(s.model) == offline_dir for s in specs)
+
+
+def tagging_section(metrics: Mapping[str, Any], *, models: str) -> dict[str, Any]:
+    """The tagging Table 4 section of one generation run: its row is named by the stage (systems
+    run on different backbones; the provenance line names each)."""
+    systems = metrics["systems"]
+    split = metrics.get("split") or {}
+    data = f"{metrics.get('n_evaluated', '?')} evaluated pairs (evaluation split"
+    data += f" by {split['by']})" if split.get("by") else ")"
+    data += f" of {metrics['n_pairs']} labelled pairs" if "n_pairs" in metrics else ""
+    backbones = "; ".join(f"{s}: {m.get('backbone')}" for s, m in systems.items() if m.get("backbone"))
+    return {
+        "models": {"generate_tagging": {"systems": systems}},
+        "provenance": {"data": data, "models": backbones or models},
+    }
+
+
+def _kgc_label(system: str) -> str:
+    method, _, shots = system.partition("@")
+    name = KGC_LABELS.get(method, method)
+    return f"{name} ({shots.replace('shot', '-shot')})" if shots else name
+
+
+def read_rounds_csv(path: Path) -> dict[str, list[float]]:
+    """``rounds.csv`` -> ``{"<system> · <dataset>": [f1 at round 0, 1, ...]}``."""
+    series: dict[str, dict[int, float]] = {}
+    with open(path, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            key = f"{_kgc_label(row['system'])} · {row['dataset']}"
+            series.setdefault(key, {})[int(row["round"])] = float(row["f1"])
+    return {k: [v[r] for r in sorted(v)] for k, v in series.items()}
+
+
+def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | None = None) -> dict[str, Any]:
+    """CooperKGC Table 2 section: a "Single expert" row (round 0 of the team, each expert alone)
+    before every CooperKGC row, which shows its gain over it; baselines as they are; F1 per round
+    from ``rounds.csv`` when given, else from the metrics."""
+    tasks: dict[str, str] = {}
+    for system in metrics["systems"].values():
+        for name, d in system["datasets"].items():
+            tasks.setdefault(name, d["task"])
+    datasets = [{"name": n, "task": t.upper()} for task in TASK_ORDER for n, t in tasks.items() if t == task]
+    datasets += [{"name": n, "task": t.upper()} for n, t in tasks.items() if t not in TASK_ORDER]
+    rows: dict[str, dict[str, float]] = {}
+    reference: dict[str, str] = {}
+    rounds: dict[str, list[float]] = {}
+    for system, result in metrics["systems"].items():
+        label = _kgc_label(system)
+        per_round = {n: d.get("f1_per_round") or [] for n, d in result["datasets"].items()}
+        if system.startswith("cooperkgc") and any(len(v) > 1 for v in per_round.values()):
+            single = f"Single expert ({label.split('(')[-1]}" if "(" in label else "Single expert"
+            rows[single] = {n: v[0] for n, v in per_round.items() if v}
+            reference[label] = single
+        rows[label] = {n: d["overall"]["f1"] for n, d in result["datasets"].items()}
+        rounds.update({f"{label} · {n}": v for n, v in per_round.items() if len(v) > 1})
+    if rounds_csv is not None:
+        rounds = read_rounds_csv(rounds_csv)
+    info = metrics.get("datasets") or {}
+    sources = ", ".join(
+        f"{n} ({'demo set' if d.get('fallback') else 'files'}, {d.get('evaluated', '?')} sentences)"
+        for n, d in info.items()
+    )
+    data = f"{metrics.get('n_evaluated', '?')} sentences" + (f": {sources}" if sources else "")
+    detail = (
+        f"strict micro-F1, {metrics.get('output_mode', '?')} mode, {metrics.get('rounds', '?')} rounds after round 0"
+    )
+    return {
+        "datasets": datasets,
+        "rows": rows,
+        "reference": reference,
+        "rounds": rounds,
+        "provenance": {"data": data, "models": models, "scores": detail},
+        "rounds_provenance": {"data": data, "models": models, "scores": "F1 of the scored expert after each round; "
+                              "round 0 = each expert alone"},
+    }  # fmt: skip
+
+
+def ram2c_section(metrics: Mapping[str, Any], *, models: str) -> dict[str, Any]:
+    """The tutoring-dialogue generation section (:func:`report_tables.ram2c_tables`)."""
+    books = ", ".join(_short(b) for b in metrics.get("books", [])) or "?"
+    data = f"{metrics.get('dialogues', '?')} dialogues x {metrics.get('turns', '?')} turns over "
+    data += f"{metrics.get('passages', '?')} passages of {books} ({metrics.get('language', '?')})"
+    team = f"groups {'/'.join(metrics.get('groups_run', []))}, {metrics.get('experts_per_group', '?')} experts "
+    team += f"per group, selection {metrics.get('selection', '?')}"
+    return {**dict(metrics), "provenance": {"data": data, "models": models, "team": team}}
+
+
+def read_loss_csv(path: Path) -> list[list[float]]:
+    """``loss.csv`` (``step, loss, ...``) -> ``[[step, loss], ...]`` (rows without a loss skipped)."""
+    points = []
+    with open(path, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            try:
+                points.append([int(float(row["step"])), float(row["loss"])])
+            except (KeyError, TypeError, ValueError):
+                continue
+    return points
+
+
+def training_run(name: str, metrics: Mapping[str, Any], loss: list[list[float]], params: Mapping[str, Any]) -> dict:
+    """One run of the training section; method and tuning from ``params.train.<name>`` when there."""
+    cfg = ((params.get("train") or {}).get(name)) or {}
+    method = str(cfg.get("method", name)).upper()
+    tuning = {"lora": "LoRA", "qlora": "QLoRA", "full": "full"}.get(cfg.get("tuning"), cfg.get("tuning") or "")
+    return {"method": f"{method} {tuning}".strip(), "loss": loss, "train_loss": metrics.get("train_loss"),
+            "global_step": metrics.get("global_step"), "base_model": _short(cfg.get("model", "?"))}  # fmt: skip
+
+
+def training_section(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    bases = ", ".join(dict.fromkeys(r["base_model"] for r in runs.values()))
+    steps = ", ".join(f"{name} {r.get('global_step', '?')} steps" for name, r in runs.items())
+    return {"runs": dict(runs), "provenance": {"data": "make_datasets splits of the generated rows (data/train)",
+                                               "models": f"LoRA/full tuning of {bases}", "steps": steps}}  # fmt: skip
+
+
+def evaluate_sections(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``reports/evaluate/metrics.json`` as it is: ``hts``, ``deltas`` (+ provenance) and the
+    per-team ``base_tuned`` sections."""
+    out: dict[str, Any] = {}
+    hts = (metrics.get("tutoring") or {}).get("hts")
+    if hts:
+        out["hts"] = hts
+    if metrics.get("deltas"):
+        out["deltas"] = metrics["deltas"]
+        if metrics.get("deltas_provenance"):
+            out["deltas_provenance"] = metrics["deltas_provenance"]
+    teams = {t: metrics[t] for t in ("tagging", "kgc") if isinstance(metrics.get(t), Mapping) and "base" in metrics[t]}
+    if teams:
+        out["base_tuned"] = teams
+    return out
