@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 
 from pipelines.agents.merge import merge_shard_outputs
-from pipelines.agents.shards import params_fingerprint
+from pipelines.agents.shards import ShardConfig, params_fingerprint
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
 from pipelines.tracking import stage_run
 
@@ -44,9 +44,9 @@ def _teams() -> dict:
 
 def _run(argv: list[str] | None) -> int:
     team_parser = argparse.ArgumentParser(add_help=False)
-    team_parser.add_argument("--team", choices=["tagging", "kgc", "ram2c"], required=True)
+    team_parser.add_argument("--team", choices=["tagging", "kgc", "ram2c"])
     known, _ = team_parser.parse_known_args(argv)
-    sections, finish = _teams()[known.team]
+    sections, finish = _teams()[known.team or "tagging"]  # the full parser below requires --team
 
     def options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--team", choices=["tagging", "kgc", "ram2c"], required=True, help="whose shards")
@@ -54,14 +54,14 @@ def _run(argv: list[str] | None) -> int:
 
     args, cfgs = stage_setup_sections("merge_shards", sections, argv, add_arguments=options)
     cfg = cfgs[next(iter(sections))]
-    outputs = cfg.shard.model_copy(update={"index": 0, "count": 1}).outputs(cfg.outputs)
+    outputs = ShardConfig().outputs(cfg.outputs)  # the folders one run writes
     fingerprint = params_fingerprint(*cfgs.values())
-    with stage_run(f"merge_shards_{known.team}", cfg.model_dump()) as run:
+    with stage_run(f"merge_shards_{args.team}", cfg.model_dump()) as run:
         merged = merge_shard_outputs(outputs, fingerprint=fingerprint, count=args.count)
         metrics = finish(cfg, outputs, merged.report, context=merged.context, counters=merged.counters)
         write_metrics(Path(outputs.reports_dir) / "metrics.json", metrics, run)
     log.info(
-        "merged %d shards of %s: %d samples, %s", merged.count, known.team, merged.report.samples, merged.report.written
+        "merged %d shards of %s: %d samples, %s", merged.count, args.team, merged.report.samples, merged.report.written
     )
     return 0
 
