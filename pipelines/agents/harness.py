@@ -22,7 +22,8 @@ summary line is logged. A sample *failed* for a system when its worker raised or
 calls failed for good (an unparseable reply is not a failure; it is counted per agent; a trace
 row marked ``shared=True``, a record reused from another sample, is not counted again). More
 failed samples than ``max_failed_share`` raises :class:`FailureBudgetExceeded` after writing the
-outputs. The harness never closes the runtime whose accounting it is given.
+outputs. The harness never closes the runtime whose accounting it is given. ``shard=`` runs one
+shard's samples only and records what a merge needs (:mod:`pipelines.agents.shards`).
 """
 
 from __future__ import annotations

@@ -89,9 +89,22 @@ def read_manifests(outputs: GenerationOutputs, count: int, *, fingerprint: str) 
                 f"shard {index}/{count} ran with other params than the merge reads (fingerprint "
                 f"{manifest['fingerprint'][:12]} != {fingerprint[:12]}); rerun it, or merge with its params file"
             )
-        for key in ("context", "total_items"):
-            if manifest[key] != manifests[0][key]:
-                raise ShardMergeError(f"shard {index}/{count}: {key} differs from shard 0's (a nondeterministic step?)")
+        if manifest["total_items"] != manifests[0]["total_items"]:
+            raise ShardMergeError(
+                f"shard {index}/{count} ran over {manifest['total_items']} samples, shard 0 over "
+                f"{manifests[0]['total_items']}: the input data changed between the shards; rerun them"
+            )
+        differing = sorted(
+            k
+            for k in set(manifest["context"]) | set(manifests[0]["context"])
+            if manifest["context"].get(k) != manifests[0]["context"].get(k)
+        )
+        if differing:
+            raise ShardMergeError(
+                f"shard {index}/{count} differs from shard 0 in {', '.join(differing)} (computed by every shard "
+                "before its samples; a nondeterministic step, e.g. a baseline trained on other hardware); rerun "
+                "the shards on one kind of machine"
+            )
     positions = sorted(p for m in manifests for p in m["positions"])
     if positions != list(range(manifests[0]["total_items"])):
         raise ShardMergeError(f"the {count} shards do not cover the {manifests[0]['total_items']} samples exactly once")

@@ -160,3 +160,17 @@ def test_count_one_writes_no_manifest(tmp_path):
     run_shard([1, 2], tmp_path, ShardConfig())
     assert not (tmp_path / "rep/shard.json").exists() and (tmp_path / "gen/predictions.jsonl").exists()
     assert json.loads((tmp_path / "rep/failures.json").read_text())["samples"] == 2
+
+
+def test_shards_that_disagree_on_the_shared_context_are_not_merged(tmp_path):
+    items = list(range(1, 7))
+    for index in range(2):
+        run_shard(items, tmp_path, ShardConfig(index=index, count=2))
+    manifest_path = tmp_path / "rep/shards/1-of-2/shard.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["context"]["n"] = 5  # as if shard 1 had computed another value
+    manifest_path.write_text(json.dumps(manifest))
+    outputs = GenerationOutputs(generated_dir=str(tmp_path / "gen"), reports_dir=str(tmp_path / "rep"))
+    with pytest.raises(ShardMergeError, match="shard 1/2 differs from shard 0 in n "):
+        merge_shard_outputs(outputs, fingerprint="f")
+    assert not (tmp_path / "gen/predictions.jsonl").exists()  # nothing written
