@@ -5,13 +5,14 @@
 
 :func:`merge_shard_outputs` reads every shard's ``shard.json`` under ``<reports_dir>/shards/``
 and checks that all ``count`` shards are there, complete (the manifest is written last), from the
-same params (fingerprint) and covering every sample exactly once, with the same team context. It
-then writes into ``outputs`` (the folders one run writes): every streamed JSONL file with the rows
-in the order of one run (the lines copied byte for byte, sample by sample), the shared files
-taken from shard 0 (those marked ``=`` checked identical first), ``usage.json`` (shard 0's usage
-before its harness run, e.g. RAM2C's topic phase, plus every shard's usage during it) and
-``failures.json``. It returns the merged :class:`HarnessReport` and the context and added-up
-counters, from which the team's own finishing function recomputes the metrics and reports.
+same params (fingerprint) and covering every sample exactly once, with the same team context, and
+that each shard file has the rows its manifest counts; nothing is written before. It then writes
+into ``outputs`` (the folders one run writes): every streamed JSONL file with the rows in the
+order of one run (the lines copied byte for byte, sample by sample), the shared files taken from
+shard 0 (those marked ``=`` checked identical first), ``usage.json`` (shard 0's usage before its
+harness run, e.g. RAM2C's topic phase, plus every shard's usage during it) and ``failures.json``.
+It returns the merged :class:`HarnessReport` and the context and added-up counters, from which the
+team's own finishing function recomputes the metrics and reports.
 """
 
 from __future__ import annotations
@@ -139,9 +140,19 @@ def merge_jsonl(outputs: GenerationOutputs, manifests: list[dict[str, Any]], fil
     return rows
 
 
-def copy_shared(outputs: GenerationOutputs, manifests: list[dict[str, Any]]) -> None:
-    """Shard 0's shared files into ``outputs``; those marked ``=`` must be identical in every shard."""
+def check_shards_files(outputs: GenerationOutputs, manifests: list[dict[str, Any]]) -> None:
+    """Before anything is written: every shard's files have the rows its manifest counts, and the
+    shared files marked ``=`` are identical in every shard."""
     count = len(manifests)
+    for k, manifest in enumerate(manifests):
+        folder = Path(shard_outputs(outputs, k, count).generated_dir)
+        for file, counts in manifest["row_counts"].items():
+            rows = sum(1 for _ in _lines(folder / file))
+            if rows != sum(counts):
+                raise ShardMergeError(
+                    f"shard {k}/{count}: {file} has {'fewer' if rows < sum(counts) else 'more'} rows ({rows}) than "
+                    f"its manifest says ({sum(counts)}); rerun the shard"
+                )
     for name, digest in manifests[0]["shared"].items():
         if name.startswith("="):
             differing = [k for k, m in enumerate(manifests) if m["shared"].get(name) != digest]
@@ -150,7 +161,12 @@ def copy_shared(outputs: GenerationOutputs, manifests: list[dict[str, Any]]) -> 
                     f"{name[1:]} differs between shard 0 and shards {differing} of {count}: shards must compute it "
                     "alike (same params, data and models; share the LLM cache, or rerun the shards)"
                 )
-        source = shared_path(shard_outputs(outputs, 0, count), name)
+
+
+def copy_shared(outputs: GenerationOutputs, manifests: list[dict[str, Any]]) -> None:
+    """Shard 0's shared files into ``outputs``."""
+    for name in manifests[0]["shared"]:
+        source = shared_path(shard_outputs(outputs, 0, len(manifests)), name)
         if source.exists():
             target = shared_path(outputs, name)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -167,6 +183,7 @@ def merge_shard_outputs(outputs: GenerationOutputs, *, fingerprint: str, count: 
     """Check the shards and write the merged files into ``outputs`` (see the module docstring)."""
     count = count or find_count(outputs)
     manifests = read_manifests(outputs, count, fingerprint=fingerprint)
+    check_shards_files(outputs, manifests)
     written = {file: merge_jsonl(outputs, manifests, file) for file in manifests[0]["row_counts"]}
     copy_shared(outputs, manifests)
     usage = accounting_from(usage_sum([manifests[0]["usage_before"], *(m["usage_delta"] for m in manifests)]))

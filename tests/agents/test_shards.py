@@ -144,6 +144,7 @@ def test_missing_incomplete_or_foreign_shards_are_errors_naming_them(tmp_path):
     traces.write_text("".join(traces.read_text().splitlines(keepends=True)[:-1]))  # a row lost
     with pytest.raises(ShardMergeError, match="shard 1/3: traces.jsonl has fewer rows"):
         merge_shard_outputs(outputs, fingerprint="f")
+    assert not (tmp_path / "gen/predictions.jsonl").exists()  # checked before anything is written
     run_shard(items, tmp_path, ShardConfig(index=1, count=2))
     with pytest.raises(ShardMergeError, match="several counts"):
         merge_shard_outputs(outputs, fingerprint="f")
