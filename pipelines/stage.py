@@ -79,9 +79,14 @@ def _on_sigterm_raise() -> Callable[[], None]:
 
 
 def stage_setup_sections(
-    stage: str, sections: dict[str, type[BaseModel]], argv: list[str] | None = None
+    stage: str,
+    sections: dict[str, type[BaseModel]],
+    argv: list[str] | None = None,
+    *,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> tuple[argparse.Namespace, dict[str, Any]]:
-    """Parse ``--params`` / ``--section`` / ``--debug``, configure logging, load several sections.
+    """Parse ``--params`` / ``--section`` / ``--debug`` (and what ``add_arguments`` adds),
+    configure logging, load several sections.
 
     ``sections`` maps section name -> model; ``--section`` renames the first one (the stage's own).
     Raises :class:`ConfigError` (file, line and fix in its message).
@@ -91,6 +96,8 @@ def stage_setup_sections(
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     parser.add_argument("--section", default=first, help=f"params section (default: {first})")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    if add_arguments is not None:
+        add_arguments(parser)
     args = parser.parse_args(argv)
     setup_logging()
     cfgs = {}
@@ -172,16 +179,34 @@ def run_generate_stage(
     argv: list[str] | None = None,
 ) -> int:
     """The body every ``generate_<team>`` stage shares, through :func:`run_stage`: load ``sections``
-    (the first is the team's own, whose ``outputs.reports_dir`` receives ``metrics.json``), open the
+    (the first is the team's own, whose ``outputs.reports_dir`` receives ``metrics.json``; a shard's
+    folder there with ``--shard INDEX/COUNT``, which sets the section's ``shard``), open the
     stage's W&B run, call ``generate(cfgs)`` for the metrics, write them, log ``summary(metrics)``.
     Returns the exit code."""
 
+    def shard_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--shard",
+            metavar="INDEX/COUNT",
+            help="run only shard INDEX of COUNT (0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT); "
+            "merge with python -m stages.merge_shards",
+        )
+
     def body() -> int:
-        _, cfgs = stage_setup_sections(stage, sections, argv)
-        cfg = cfgs[next(iter(sections))]
+        from pipelines.agents.shards import ShardConfig
+
+        args, cfgs = stage_setup_sections(stage, sections, argv, add_arguments=shard_option)
+        first = next(iter(sections))
+        if args.shard is not None:
+            try:
+                cfgs[first] = cfgs[first].model_copy(update={"shard": ShardConfig.parse(args.shard)})
+            except ValueError as exc:
+                raise ConfigError(f"--shard {args.shard}: {exc}") from None
+        cfg = cfgs[first]
         with stage_run(stage, cfg.model_dump()) as run:
             metrics = generate(cfgs)
-            write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
+            outputs = cfg.shard.outputs(cfg.outputs) if hasattr(cfg, "shard") else cfg.outputs
+            write_metrics(Path(outputs.reports_dir) / "metrics.json", metrics, run)
         log.info("%s", summary(metrics))
         return 0
 

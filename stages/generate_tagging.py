@@ -7,7 +7,10 @@ runs :func:`pipelines.tagging.run.generate_tagging` and writes, under ``tagging.
 - ``data/generated/tagging/{predictions,traces,sft}.jsonl``
 - ``reports/generate_tagging/{metrics.json,usage.json,failures.json,table.md,metrics.png}``
 
-    python -m stages.generate_tagging [--params params.yaml] [--section tagging] [--debug]
+    python -m stages.generate_tagging [--params params.yaml] [--section tagging] [--shard I/N] [--debug]
+
+``--shard I/N`` runs shard I of N only, into ``shards/I-of-N/`` under both output folders; merge
+the shards with ``python -m stages.merge_shards --team tagging`` (README: Sharded generation).
 
 Exit codes: 0 done; 1 a missing input, an LLM failure (server down, missing API key, corrupt
 cache), an empty evaluation set or more failed samples than ``max_failed_share``; 2 bad params.

@@ -22,7 +22,8 @@ summary line is logged. A sample *failed* for a system when its worker raised or
 calls failed for good (an unparseable reply is not a failure; it is counted per agent; a trace
 row marked ``shared=True``, a record reused from another sample, is not counted again). More
 failed samples than ``max_failed_share`` raises :class:`FailureBudgetExceeded` after writing the
-outputs. The harness never closes the runtime whose accounting it is given.
+outputs. The harness never closes the runtime whose accounting it is given. ``shard=`` runs one
+shard's samples only and records what a merge needs (:mod:`pipelines.agents.shards`).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ import logging
 import os
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
+from pipelines.agents.shards import ShardConfig, usage_delta, usage_snapshot
 from pipelines.config import StrictModel
 from pipelines.io import write_json_atomic
 from pipelines.llm.accounting import Accounting, usage_scope
@@ -107,6 +109,32 @@ class SystemReport:
         """``{agent: {"replies": n, "unparseable": k}}`` over every LLM step of this system."""
         return {a: {"replies": c["replies"], "unparseable": c["unparseable"]} for a, c in sorted(self.agents.items())}
 
+    def state(self) -> dict[str, Any]:
+        """The counters as JSON (a shard's manifest; :meth:`from_states` adds shards' up)."""
+        return {
+            "samples": self.samples,
+            "failed_samples": self.failed_samples,
+            "failed_subtasks": self.failed_subtasks,
+            "agents": {a: dict(c) for a, c in self.agents.items()},
+            "errors": dict(self.errors),
+            "messages": {k: dict(c) for k, c in self.messages.items()},
+        }
+
+    @classmethod
+    def from_states(cls, name: str, states: Sequence[dict[str, Any]]) -> SystemReport:
+        """One report with the counters of ``states`` (shards of one run) added up."""
+        report = cls(name)
+        for state in states:
+            report.samples += state["samples"]
+            report.failed_samples += state["failed_samples"]
+            report.failed_subtasks += state["failed_subtasks"]
+            for agent, counts in state["agents"].items():
+                report.agents[agent].update(counts)
+            report.errors.update(state["errors"])
+            for kind, messages in state["messages"].items():
+                report.messages[kind].update(messages)
+        return report
+
     def failure_summary(self) -> dict[str, Any]:
         return {
             "samples": self.samples,
@@ -119,7 +147,9 @@ class SystemReport:
 
 @dataclass
 class HarnessReport:
-    """What :func:`run_systems` returns: per-system reports, rows written per file, run counts."""
+    """What :func:`run_systems` returns: per-system reports, rows written per file, run counts;
+    for a shard's manifest also the samples' positions in the whole run (of ``total_items``), the
+    rows each sample gave per file, and the raw usage before and during the run."""
 
     systems: dict[str, SystemReport]
     written: dict[str, int]
@@ -127,6 +157,11 @@ class HarnessReport:
     failed_samples: int
     wall_s: float
     peak_concurrency: int
+    total_items: int = 0
+    positions: list[int] = field(default_factory=list)
+    row_counts: dict[str, list[int]] = field(default_factory=dict)
+    usage_before: dict[str, Any] = field(default_factory=dict)
+    usage_delta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed_share(self) -> float:
@@ -184,13 +219,17 @@ async def run_systems(
     max_failed_share: float = 0.2,
     progress: bool = True,
     desc: str = "generate",
+    shard: ShardConfig | None = None,
+    shard_group: Callable[[I], Hashable] | None = None,
 ) -> HarnessReport:
     """Run ``systems`` over ``items`` and stream the outputs (see the module docstring).
 
     ``prediction_row(item, predictions)`` builds a predictions.jsonl row from ``{system: value}``
     (``fixed_predictions`` adds systems computed beforehand, e.g. non-LLM baselines, one value per
     item; ``order`` orders the keys, default fixed then run systems). ``exports[file](item, results)``
-    gives rows for ``<generated_dir>/<file>`` from ``{system: result}``.
+    gives rows for ``<generated_dir>/<file>`` from ``{system: result}``. ``shard`` runs only that
+    shard's items (see :mod:`pipelines.agents.shards`; ``shard_group(item)`` keeps items of one
+    group in one shard); ``outputs`` are then the shard's folders.
     """
     if not items:
         raise EmptyEvaluation(f"{desc}: no samples to run; check the data path, its filters and data.limit")
@@ -198,6 +237,17 @@ async def run_systems(
     for name, values in fixed.items():
         if len(values) != len(items):
             raise ValueError(f"fixed predictions of {name!r}: {len(values)} values for {len(items)} samples")
+    total_items, shard = len(items), shard or ShardConfig()
+    positions = shard.positions(total_items, [shard_group(i) for i in items] if shard_group else None)
+    if not positions:
+        raise EmptyEvaluation(
+            f"{desc}: shard {shard.index}/{shard.count} has no samples ({total_items} in the run"
+            f"{', shared out by group' if shard_group else ''}); use a smaller shard count"
+        )
+    items = [items[p] for p in positions]
+    fixed = {name: [values[p] for p in positions] for name, values in fixed.items()}
+    usage_before = usage_snapshot(accounting)
+    row_counts: dict[str, list[int]] = {}
     names = list(order or [*fixed, *(s.name for s in systems)])
     reports = {s.name: SystemReport(s.name) for s in systems}
     generated = Path(outputs.generated_dir)
@@ -220,6 +270,12 @@ async def run_systems(
         return await asyncio.gather(*(one_system(s, item) for s in systems))
 
     def on_done(outcome: SampleOutcome) -> None:
+        before = {file: stream.rows for file, stream in streams.items()}
+        write_sample(outcome)
+        for file, stream in streams.items():
+            row_counts.setdefault(file, []).append(stream.rows - before[file])
+
+    def write_sample(outcome: SampleOutcome) -> None:
         nonlocal failed_samples
         item = items[outcome.index]
         results: dict[str, Any] = {}
@@ -266,7 +322,17 @@ async def run_systems(
     for name, report in reports.items():
         report.usage = accounting.scope_summary(name)
     harness = HarnessReport(
-        reports, {f: s.rows for f, s in streams.items()}, run.samples, failed_samples, run.wall_s, run.peak_concurrency
+        reports,
+        {f: s.rows for f, s in streams.items()},
+        run.samples,
+        failed_samples,
+        run.wall_s,
+        run.peak_concurrency,
+        total_items=total_items,
+        positions=positions,
+        row_counts=row_counts,
+        usage_before=usage_before,
+        usage_delta=usage_delta(usage_snapshot(accounting), usage_before),
     )
     reports_dir = Path(outputs.reports_dir)
     write_json_atomic(reports_dir / "usage.json", accounting.report())

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from pipelines.agents.harness import GenerationOutputs
+from pipelines.agents.shards import ShardConfig
 from pipelines.config import StrictModel
 from pipelines.kgc.datasets import DatasetConfig
 from pipelines.kgc.team import TeamConfig
@@ -55,6 +56,7 @@ class KGCConfig(StrictModel):
     embedder: EmbedderConfig = EmbedderConfig()
     sft: SFTConfig = SFTConfig()
     outputs: OutputsConfig = OutputsConfig()
+    shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards
     progress: bool = True
 
     @field_validator("llm")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.io import atomic_open
-from pipelines.kgc.schema import Sentence
+from pipelines.kgc.schema import Argument, Entity, Event, Triple
 from pipelines.kgc.scoring import score
 
 LABELS = {
@@ -29,29 +29,34 @@ TASK_ORDER = ("ner", "re", "ee")
 CORRECTION_KEYS = ("appeared", "appeared_correct", "appeared_from_peer", "disappeared", "disappeared_correct")
 
 
-def score_systems(evaluated: list[Sentence], report: Any) -> dict[str, Any]:
-    """Per system: per dataset the final score, F1 per round and per type; corrections; failures."""
+def score_systems(rows: list[dict[str, Any]], report: Any) -> dict[str, Any]:
+    """Per system: per dataset the final score, F1 per round and per type; corrections; failures.
+
+    ``rows`` are the predictions.jsonl rows (``dataset``, ``task``, ``gold`` and each system's
+    ``predictions`` as JSON); ``report`` the harness counts (failures, unparseable, usage)."""
     out: dict[str, Any] = {}
     for name, system in report.systems.items():
-        by_dataset: dict[str, list[tuple[Sentence, Any]]] = defaultdict(list)
-        for sentence, prediction in zip(evaluated, system.predictions, strict=True):
-            by_dataset[sentence.dataset].append((sentence, prediction))
+        by_dataset: dict[str, list[tuple[list[Any], Any]]] = defaultdict(list)
+        tasks: dict[str, str] = {}
+        for row in rows:
+            tasks[row["dataset"]] = row["task"]
+            by_dataset[row["dataset"]].append((items_from_json(row["task"], row["gold"]), row["predictions"].get(name)))
         datasets, totals = {}, dict.fromkeys(CORRECTION_KEYS, 0)
-        for dataset, rows in by_dataset.items():
-            task = rows[0][0].task
-            n_rounds = max((len(p["rounds"]) for _, p in rows if p), default=1)
+        for dataset, pairs_of_rows in by_dataset.items():
+            task = tasks[dataset]
+            n_rounds = max((len(p["rounds"]) for _, p in pairs_of_rows if p), default=1)
             per_round = []
             for t in range(n_rounds):
-                pairs = [(s.gold(), _round(p, t)) for s, p in rows]
+                pairs = [(gold, items_from_json(task, _round(p, t))) for gold, p in pairs_of_rows]
                 per_round.append(score(task, pairs))
             final = per_round[-1]
             datasets[dataset] = {
                 "task": task,
-                "sentences": len(rows),
+                "sentences": len(pairs_of_rows),
                 **final,
                 "f1_per_round": [r["overall"]["f1"] for r in per_round],
             }
-            for _, p in rows:
+            for _, p in pairs_of_rows:
                 for key in CORRECTION_KEYS:
                     totals[key] += (p or {}).get("corrections", {}).get(key, 0)
         total = system.usage.get("total", {}) if isinstance(system.usage, dict) else {}
@@ -65,6 +70,17 @@ def score_systems(evaluated: list[Sentence], report: Any) -> dict[str, Any]:
             "tokens": total.get("prompt_tokens", 0) + total.get("completion_tokens", 0),
         }
     return out
+
+
+def items_from_json(task: str, items: list[dict[str, Any]]) -> list[Any]:
+    """Entities / triples / events back from their JSON form in predictions.jsonl (to_jsonable's)."""
+    if task == "ner":
+        return [Entity(**item) for item in items]
+    if task == "re":
+        return [Triple(**{**item, "qualifiers": tuple(tuple(q) for q in item.get("qualifiers", ()))}) for item in items]
+    return [
+        Event(**{**item, "arguments": tuple(Argument(**a) for a in item.get("arguments", ()))}) for item in items
+    ]
 
 
 def _round(prediction: dict | None, t: int) -> list[Any]:

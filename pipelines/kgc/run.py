@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import SampleTrace, to_jsonable
-from pipelines.agents.harness import GenerationOutputs, System, run_systems
-from pipelines.io import write_json_atomic
+from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, run_systems
+from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
+from pipelines.io import read_jsonl, write_json_atomic
 from pipelines.kgc.baselines.autokg import AutoKG
 from pipelines.kgc.baselines.chatie import ChatIE
 from pipelines.kgc.baselines.coter import CoTER
@@ -184,9 +185,7 @@ async def _generate(cfg: KGCConfig, root: Path, runtime: LLMRuntime) -> dict[str
     await runtime.preflight()
     selector = make_selector(cfg, pools, evaluated, root)
     systems = build_systems(cfg, runtime, schemas, selector, {s.language for s in evaluated})
-    outputs = GenerationOutputs(
-        generated_dir=str(root / cfg.outputs.generated_dir), reports_dir=str(root / cfg.outputs.reports_dir)
-    )
+    outputs = cfg.shard.outputs(cfg.outputs, root)
     sft_system = f"cooperkgc@{cfg.shots[0]}shot"
     teacher = runtime.spec_for("ner_expert").model
 
@@ -221,12 +220,27 @@ async def _generate(cfg: KGCConfig, root: Path, runtime: LLMRuntime) -> dict[str
         max_failed_share=cfg.max_failed_share,
         progress=cfg.progress,
         desc="kgc",
+        shard=cfg.shard,
     )
+    context = {"data": data}
+    metrics = finish_kgc(cfg, outputs, report, context=roundtrip(context), counters={})
+    write_manifest(cfg.shard, outputs, report, fingerprint=params_fingerprint(cfg), context=context)
+    return metrics
+
+
+def finish_kgc(
+    cfg: KGCConfig, outputs: GenerationOutputs, report: HarnessReport, *, context: dict, counters: dict
+) -> dict[str, Any]:
+    """Scores from ``<generated_dir>/predictions.jsonl`` and the harness counts, ``context["data"]``
+    (the datasets read); writes ``datasets.json`` and the report files. A run and the shard merge
+    both call it."""
+    rows = read_jsonl(Path(outputs.generated_dir) / "predictions.jsonl")
+    data = context["data"]
     reports_dir = Path(outputs.reports_dir)
     write_json_atomic(reports_dir / "datasets.json", data)
-    scores = score_systems(evaluated, report)
+    scores = score_systems(rows, report)
     metrics = {
-        "n_evaluated": len(evaluated),
+        "n_evaluated": len(rows),
         "output_mode": cfg.output_mode,
         "rounds": cfg.team.rounds,
         "datasets": {name: {k: v for k, v in d.items() if k != "files"} for name, d in data["datasets"].items()},

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from pipelines.agents.harness import GenerationOutputs
+from pipelines.agents.shards import ShardConfig
 from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 from pipelines.ram2c.scenario import load_scenario
@@ -148,6 +149,7 @@ class Ram2cConfig(StrictModel):
     gates: GateConfig = GateConfig()
     llm: LLMConfig
     outputs: OutputsConfig = OutputsConfig()
+    shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards
 
     @field_validator("llm")
     @classmethod

@@ -25,6 +25,7 @@ import numpy as np
 
 from pipelines.agents import SampleTrace, to_jsonable
 from pipelines.agents.harness import GenerationOutputs, System, run_systems
+from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
 from pipelines.io import read_jsonl, write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.ram2c.config import Ram2cConfig
@@ -175,15 +176,19 @@ async def generate_ram2c_async(
 
             rerank_cfg = retrieval_cfg.rerank.model_copy(update={"model": str(root / retrieval_cfg.rerank.model)})
             reranker = CrossEncoderReranker(rerank_cfg)
-        return await _generate(cfg, root, runtime, retriever, reranker, passages)
+        fingerprint = params_fingerprint(cfg, build_cfg, retrieval_cfg)
+        return await _generate(cfg, root, runtime, retriever, reranker, passages, fingerprint=fingerprint)
     finally:
         if own_runtime:
             await runtime.close()
 
 
-async def _generate(cfg: Ram2cConfig, root: Path, runtime, retriever, reranker, passages) -> dict[str, Any]:
+async def _generate(
+    cfg: Ram2cConfig, root: Path, runtime, retriever, reranker, passages, *, fingerprint: str
+) -> dict[str, Any]:
     team = Ram2cTeam(cfg, runtime.for_role, retriever, reranker=reranker)
-    out, rep = root / cfg.outputs.generated_dir, root / cfg.outputs.reports_dir
+    outputs = cfg.shard.outputs(cfg.outputs, root)  # every shard writes every topic (see finish_ram2c)
+    out, rep = Path(outputs.generated_dir), Path(outputs.reports_dir)
     common = {
         "accounting": runtime.accounting,
         "concurrency": cfg.concurrency,
@@ -245,7 +250,7 @@ async def _generate(cfg: Ram2cConfig, root: Path, runtime, retriever, reranker, 
     report = await run_systems(
         dialogue_plans,
         [System("ram2c", worker, prediction=summary, failed_subtasks=lambda o: o.dialogue.failures if o else 1)],
-        outputs=GenerationOutputs(generated_dir=str(out), reports_dir=str(rep)),
+        outputs=outputs,
         sample_id=lambda d: d.id,
         prediction_row=lambda d, v: {
             "id": d.id,
@@ -255,24 +260,64 @@ async def _generate(cfg: Ram2cConfig, root: Path, runtime, retriever, reranker, 
         },
         exports=exports,
         desc="ram2c dialogues",
+        shard=cfg.shard,
         **common,
     )
-    exported = write_final_exports(read_jsonl(out / "dpo.jsonl"), out, name=cfg.outputs.llamafactory_name)
-    return {
-        "language": cfg.language,
-        "output_mode": cfg.output_mode,
+    context = {
         "books": sorted({p.book for p in passages}),
         "passages": len(passages),
         "topics_planned": len(plans),
         "topics_written": len(written),
         "topics_dropped": dict(Counter(d["reason"].split(":")[0] for d in dropped_topics)),
         "dialogues": len(dialogue_plans),
+    }
+    counters = {"topics_wall_s": topics_report.wall_s, "dialogues_wall_s": report.wall_s}
+    metrics = finish_ram2c(cfg, outputs, report, context=roundtrip(context), counters=counters)
+    shared = [f"{base}topics/{name}" for base in ("=generated:", "generated:") for name in TOPIC_FILES[base]]
+    write_manifest(
+        cfg.shard,
+        outputs,
+        report,
+        fingerprint=fingerprint,
+        context=context,
+        counters=counters,
+        shared=[*shared, "reports:topics/usage.json", "reports:topics/failures.json"],
+    )
+    return metrics
+
+
+# The topic phase (not per dialogue) runs whole in every shard; the merge takes shard 0's files,
+# and the written and selected topics must be byte-identical in every shard.
+TOPIC_FILES = {"=generated:": ("predictions.jsonl", "dropped.jsonl"), "generated:": ("traces.jsonl",)}
+
+
+def finish_ram2c(
+    cfg: Ram2cConfig, outputs: GenerationOutputs, report: Any, *, context: dict, counters: dict
+) -> dict[str, Any]:
+    """Metrics from ``<generated_dir>/predictions.jsonl`` (one summary row per dialogue), the rows
+    written per file, ``context`` (passages, topics, dialogues planned) and ``counters`` (wall
+    times); writes ``preference/`` and ``llamafactory/`` from ``dpo.jsonl``. A run and the shard
+    merge both call it."""
+    out = Path(outputs.generated_dir)
+    own = ("id", "topic", "student")
+    rows = read_jsonl(out / "predictions.jsonl")
+    summaries = [({k: v for k, v in r.items() if k not in own} or None) for r in rows]
+    exported = write_final_exports(read_jsonl(out / "dpo.jsonl"), out, name=cfg.outputs.llamafactory_name)
+    return {
+        "language": cfg.language,
+        "output_mode": cfg.output_mode,
+        "books": context["books"],
+        "passages": context["passages"],
+        "topics_planned": context["topics_planned"],
+        "topics_written": context["topics_written"],
+        "topics_dropped": context["topics_dropped"],
+        "dialogues": context["dialogues"],
         "groups_run": [g.name for g in cfg.active_groups()],
         "experts_per_group": cfg.experts(),
         "selection": cfg.ablation.selection,
-        **aggregate(report.systems["ram2c"].predictions),
+        **aggregate(summaries),
         "exports": {**{f: n for f, n in report.written.items()}, **exported},
-        "wall_s": round(topics_report.wall_s + report.wall_s, 2),
+        "wall_s": round(counters["topics_wall_s"] + counters["dialogues_wall_s"], 2),
     }
 
 

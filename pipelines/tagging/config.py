@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from pipelines.agents.harness import GenerationOutputs
+from pipelines.agents.shards import ShardConfig
 from pipelines.config import StrictModel
 from pipelines.llm.config import LLMConfig
 from pipelines.tagging.baselines.embedding import EmbeddingBaselineConfig
@@ -49,6 +50,7 @@ class TaggingConfig(StrictModel):
     plm: PLMBaselineConfig = PLMBaselineConfig()
     sft: SFTConfig = SFTConfig()
     outputs: OutputsConfig = OutputsConfig()
+    shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards
     progress: bool = True
 
     @field_validator("failure_outcome", mode="before")

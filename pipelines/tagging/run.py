@@ -26,7 +26,8 @@ from typing import Any
 
 from pipelines.agents import SampleTrace
 from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, run_systems
-from pipelines.io import write_json_atomic
+from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
+from pipelines.io import read_jsonl, write_json_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.tagging.agents.planner import PlannerExamples
 from pipelines.tagging.agents.single_llm import make_single_llm
@@ -129,13 +130,14 @@ def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrat
 
 
 def _system_metrics(cfg: TaggingConfig, evaluation, preds, *, questions: int, usage=None, failed=0, report=None):
-    labels = [e.label for e in evaluation]
+    """One system's scores on the evaluation rows (``label``, ``knowledge_id``) and its counts."""
+    labels = [r["label"] for r in evaluation]
     n = max(1, questions)
     total = (usage or {}).get("total", {})
     metrics = {
         "overall": scored_metrics(labels, preds, failure_outcome=cfg.failure_outcome),
         "per_knowledge": scored_metrics_by_group(
-            [e.knowledge_id for e in evaluation], labels, preds, failure_outcome=cfg.failure_outcome
+            [r["knowledge_id"] for r in evaluation], labels, preds, failure_outcome=cfg.failure_outcome
         ),
         "questions_run": questions,
         "llm_calls_per_question": total.get("calls", 0) / n,
@@ -212,9 +214,7 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         len(split.evaluation),
         len(evaluation),
     )
-    outputs = GenerationOutputs(
-        generated_dir=str(root / cfg.outputs.generated_dir), reports_dir=str(root / cfg.outputs.reports_dir)
-    )
+    outputs = cfg.shard.outputs(cfg.outputs, root)
     write_json_atomic(Path(outputs.generated_dir) / "split.json", split.record())
     fixed, details = baseline_predictions(cfg, root, embed, evaluation, split.generation)
     samples = [Sample(e, "evaluation") for e in evaluation] + [Sample(e, "generation") for e in generation_run]
@@ -263,42 +263,65 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         max_failed_share=cfg.max_failed_share,
         progress=cfg.progress,
         desc="tagging",
+        shard=cfg.shard,
+        shard_group=lambda s: (s.example.definition, s.example.language),  # the team plans once per concept
     )
     team = next((s.team for s in systems if s.name == "team"), None)
-    extra = {name: dict(info) for name, info in details.items()}
-    if team is not None:
-        extra["team"] = {"plan_truncation": team.truncation()}
-    context = {"examples": examples, "split": split, "evaluation": evaluation, "generation_run": generation_run}
-    return _write_reports(cfg, runtime, Path(outputs.reports_dir), context, fixed, report, extra)
+    record = split.record()
+    context = {
+        "n_pairs": len(examples),
+        "split": {k: v for k, v in record.items() if k != "ids"},
+        "n_demonstration_pool": len(split.generation),
+        "details": details,
+        "backbones": backbones(cfg, runtime),
+    }
+    counters = {"plan_truncation": team.truncation()} if team is not None else {}
+    metrics = finish_tagging(cfg, outputs, report, context=roundtrip(context), counters=roundtrip(counters))
+    write_manifest(
+        cfg.shard,
+        outputs,
+        report,
+        fingerprint=params_fingerprint(cfg),
+        context=context,
+        counters=counters,
+        shared=["=generated:split.json"],
+    )
+    return metrics
 
 
-def _write_reports(cfg, runtime, reports_dir: Path, context, fixed, report: HarnessReport, extra):
-    evaluation, split = context["evaluation"], context["split"]
-    n_eval, n_gen = len(evaluation), len(context["generation_run"])
+def finish_tagging(
+    cfg: TaggingConfig, outputs: GenerationOutputs, report: HarnessReport, *, context: dict, counters: dict
+) -> dict[str, Any]:
+    """Metrics from ``<generated_dir>/predictions.jsonl`` (its evaluation rows), the harness counts,
+    ``context`` (pairs, split, pool, baseline details, backbones) and ``counters`` (the team's plan
+    truncation); writes ``table.md`` and ``metrics.png``. A run and the shard merge both call it."""
+    rows = read_jsonl(Path(outputs.generated_dir) / "predictions.jsonl")
+    evaluation = [r for r in rows if r["split"] == "evaluation"]
+    n_eval, n_gen = len(evaluation), len(rows) - len(evaluation)
     metrics_by_system = {}
     for name in cfg.systems:
+        preds = [r["predictions"].get(name) for r in evaluation]
         if name in report.systems:
             system = report.systems[name]
             metrics_by_system[name] = _system_metrics(
                 cfg,
                 evaluation,
-                system.predictions[:n_eval],
+                preds,
                 questions=n_eval + (n_gen if name == "team" else 0),
                 usage=system.usage,
                 failed=system.failed_subtasks,
                 report=system,
             )
         else:
-            metrics_by_system[name] = _system_metrics(cfg, evaluation, fixed[name], questions=n_eval)
-        metrics_by_system[name].update(extra.get(name, {}))
-    names = backbones(cfg, runtime)
-    for name, m in metrics_by_system.items():
-        m["backbone"] = names.get(name, "")
-    record = split.record()
+            metrics_by_system[name] = _system_metrics(cfg, evaluation, preds, questions=n_eval)
+        metrics_by_system[name].update(context["details"].get(name, {}))
+        if name == "team" and counters:
+            metrics_by_system[name]["plan_truncation"] = counters["plan_truncation"]
+        metrics_by_system[name]["backbone"] = context["backbones"].get(name, "")
     metrics = {
-        "n_pairs": len(context["examples"]),
-        "split": {k: v for k, v in record.items() if k != "ids"},
-        "n_demonstration_pool": len(split.generation),
+        "n_pairs": context["n_pairs"],
+        "split": context["split"],
+        "n_demonstration_pool": context["n_demonstration_pool"],
         "n_evaluated": n_eval,
         "n_generation_run": n_gen,
         "sft_rows": report.written.get("sft.jsonl", 0),
@@ -309,10 +332,11 @@ def _write_reports(cfg, runtime, reports_dir: Path, context, fixed, report: Harn
     }
     note = (
         f"{n_eval} evaluated pairs (evaluation split) from `{cfg.data.path}`; the split by {cfg.split.by} "
-        f"keeps {len(split.generation)} generation pairs (demonstrations, baseline training, and "
+        f"keeps {context['n_demonstration_pool']} generation pairs (demonstrations, baseline training, and "
         f"{n_gen} run by the team for SFT rows). Scores in %; failed samples count as "
         f"{ {'wrong': 'wrong', 'no': 'No', 'omit': 'left out'}[cfg.failure_outcome] }; coverage = answered / evaluated."
     )
+    reports_dir = Path(outputs.reports_dir)
     write_table(reports_dir / "table.md", metrics_by_system, title="Knowledge tagging (Table 4 layout)", note=note)
     write_plot(reports_dir / "metrics.png", metrics_by_system)
     return metrics
