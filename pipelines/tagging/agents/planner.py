@@ -54,7 +54,7 @@ class Plan:
 
 class ConstraintOutput(BaseModel):
     kind: Literal["semantic", "numerical"]
-    text: str = Field(min_length=4, max_length=120)
+    text: str = Field(min_length=4, max_length=90)
 
 
 class PlanOutput(BaseModel):

@@ -28,8 +28,8 @@ class Solution:
 class SolutionOutput(BaseModel):
     """JSON-mode reply of the solver."""
 
-    final_answer: str = Field(min_length=1, max_length=40)
-    reasoning: str = Field("", max_length=200)
+    final_answer: str = Field(min_length=1, max_length=24)
+    reasoning: str = Field("", max_length=120)
 
     def to_result(self) -> Solution:
         answer = self.final_answer.strip()
