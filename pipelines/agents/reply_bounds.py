@@ -25,6 +25,20 @@ WIDE_CHAR = "\U0001d7d8"  # a 4-byte character (MATHEMATICAL DOUBLE-STRUCK DIGIT
 NUMBER_DECIMALS = 6  # fractional digits xgrammar admits in a bounded number
 
 
+_BLANK = r"\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"  # what str.strip() strips
+_EDGE = f"[^{_BLANK}*_`\"\\\\]"  # neither blank nor markdown emphasis nor a quote/backslash
+_INNER = '[^\\x00-\\x1f"\\\\]'  # no control character, quote or backslash (xgrammar admits no escape)
+
+
+def trimmed_text(min_length: int, max_length: int) -> str:
+    """A JSON-schema pattern for one line of ``min_length``..``max_length`` characters (``min_length``
+    >= 1) whose first and last characters are neither blank nor ``*_` ``: stripping it keeps its
+    length, so a schema-valid text is never empty after ``.strip()`` (written for xgrammar: no "?")."""
+    if min_length == 1:
+        return f"^{_EDGE}({_INNER}{{0,{max_length - 2}}}{_EDGE}){{0,1}}$"
+    return f"^{_EDGE}{_INNER}{{{min_length - 2},{max_length - 2}}}{_EDGE}$"
+
+
 class UnboundedSchema(ValueError):
     """A schema field with no length bound; the message names it and the keyword to add."""
 

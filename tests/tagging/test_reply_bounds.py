@@ -1,10 +1,10 @@
-"""Every tagging agent's json-mode reply closes within its cap.
+"""Every tagging agent's json-mode reply closes within its cap and parses.
 
 The longest reply each schema admits (``pipelines.agents.reply_bounds``) is accepted by xgrammar
 (compiled as ``pipelines.llm.grammar`` compiles it), parses to the agent's result, and fits the
-``max_tokens`` the team gives the agent in json mode; xgrammar admits exactly the strings pydantic
-validates for every pattern the schemas use; and no reply of SmolLM2's tokenizer can have more
-tokens than bytes, so the byte bound is a token bound.
+``max_tokens`` the team gives the agent in json mode; random schema-valid replies all parse;
+xgrammar admits exactly the strings pydantic validates for every pattern the schemas use; and no
+token of SmolLM2's tokenizer is shorter than a byte, so the byte bound is a token bound.
 """
 
 from __future__ import annotations
@@ -129,10 +129,10 @@ def patterns(schema, found=None):
 
 PIECES = ["first_factor", "prices", "len(prices)", "sum(b)", "b", "0", "7", "12", "1234567", "12345678", "-3", "4.5"]
 PIECES += ["4.12345", "1/2", "25%", " + ", " - ", " // ", " % ", " * ", "+", "(", ")", " ", "x", "_", "if"]
-PIECES += ["ZZZZZ", "\n"]
+PIECES += ["ZZZZZ", "\n", "1/0", "是否", "两位数？", "\u3000", '"', "\\", "**", "`", "\U0001d7d8", "abc d"]
 
 
-def disagreements(pattern: str, tries: int = 800) -> list[tuple[str, bool]]:
+def disagreements(pattern: str, tries: int = 400) -> list[tuple[str, bool]]:
     """Strings where xgrammar's acceptance differs from pydantic's validation of ``pattern``."""
     gr = grammar({"type": "string", "pattern": pattern})
     validate = TypeAdapter(Annotated[str, Field(pattern=pattern)]).validate_python
@@ -145,7 +145,7 @@ def disagreements(pattern: str, tries: int = 800) -> list[tuple[str, bool]]:
             valid = True
         except ValidationError:
             valid = False
-        if _is_grammar_accept_string(gr, json.dumps(text)) != valid:
+        if _is_grammar_accept_string(gr, json.dumps(text, ensure_ascii=False)) != valid:
             out.append((text, valid))
     return out
 
@@ -205,3 +205,77 @@ def test_every_smollm2_token_is_at_least_one_byte():
     special = set(info.special_token_ids)
     lengths = [len(token) for i, token in enumerate(info.decoded_vocab) if i not in special]
     assert len(lengths) > 40000 and min(lengths) >= 1
+
+
+POOL = [chr(c) for c in range(32, 127)] + list("是否两位数？。，中文 \u3000\U0001d7d8\t\n")
+
+
+def _in_class(char: str, items) -> bool:
+    hit = False
+    for op, arg in items:
+        name = str(op)
+        if name == "NEGATE":
+            return not _in_class(char, items[1:])
+        if name == "LITERAL":
+            hit = hit or ord(char) == arg
+        elif name == "RANGE":
+            hit = hit or arg[0] <= ord(char) <= arg[1]
+    return hit
+
+
+def _random_match(parsed, rng: random.Random) -> str:
+    out = []
+    for op, arg in parsed:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name == "IN":
+            out.append(rng.choice([c for c in POOL if _in_class(c, arg)]))
+        elif name == "MAX_REPEAT":
+            out.extend(_random_match(arg[2], rng) for _ in range(rng.randint(arg[0], arg[1])))
+        elif name == "SUBPATTERN":
+            out.append(_random_match(arg[-1], rng))
+        elif name == "BRANCH":
+            out.append(_random_match(rng.choice(arg[1]), rng))
+    return "".join(out)
+
+
+def random_reply(schema: dict, rng: random.Random, root: dict | None = None) -> str:
+    """A random schema-valid reply in the grammar's compact form (the schemas' constructs only)."""
+    import re._parser as sre
+
+    root = root or schema
+    if "$ref" in schema:
+        return random_reply(root["$defs"][schema["$ref"].split("/")[-1]], rng, root)
+    if "anyOf" in schema:
+        return random_reply(rng.choice(schema["anyOf"]), rng, root)
+    if "enum" in schema:
+        return json.dumps(rng.choice(schema["enum"]))
+    kind = schema["type"]
+    if kind == "object":
+        required = schema.get("required", [])
+        fields = [(k, v) for k, v in schema["properties"].items() if k in required or rng.random() < 0.7]
+        return "{" + ", ".join(f'"{k}": {random_reply(v, rng, root)}' for k, v in fields) + "}"
+    if kind == "array":
+        count = rng.randint(schema.get("minItems", 0), schema["maxItems"])
+        return "[" + ", ".join(random_reply(schema["items"], rng, root) for _ in range(count)) + "]"
+    if kind == "number":
+        return rng.choice(["0", "-3", "47", "0.5", "-1250.25", "9999999"])
+    if "pattern" in schema:
+        return json.dumps(_random_match(sre.parse(schema["pattern"]), rng), ensure_ascii=False)
+    plain = [c for c in POOL if c not in '"\\\n\t']
+    text = "".join(rng.choice(plain) for _ in range(rng.randint(0, schema["maxLength"])))
+    return json.dumps(text, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(("agent", "output"), AGENTS, ids=IDS)
+def test_every_schema_valid_reply_parses(agent, output):
+    """Random replies the grammar admits always parse: json mode has no unparseable reply left."""
+    schema = (output or agent.output).model_json_schema()
+    gr = grammar(schema)
+    rng = random.Random(1)
+    for _ in range(60):
+        reply = random_reply(schema, rng)
+        assert _is_grammar_accept_string(gr, reply), reply
+        assert len(reply.encode()) <= agent.max_tokens
+        agent.parse(reply, "json", output=output)  # raises ParseError if not
