@@ -69,12 +69,12 @@ def test_longest_valid_reply_is_admitted_parses_and_fits_the_cap(agent, output):
 def test_caps_of_the_default_params():
     caps = {name: agent.max_tokens for (agent, output), name in zip(AGENTS, IDS, strict=True) if output is None}
     assert caps == {
-        "planner": 807,  # 2 sub-constraints of up to 90 characters
-        "solver": 613,
-        "semantic_judge": 434,
-        "arg_extractor": 438,
-        "program_writer": 375,
-        "single_llm": 434,
+        "planner": 663,  # 2 sub-constraints of up to 72 characters of up to 4 bytes
+        "solver": 437,
+        "semantic_judge": 274,
+        "arg_extractor": 330,
+        "program_writer": 335,
+        "single_llm": 274,
     }
     assert PARAMS["team"]["max_constraints"] == 2
 

@@ -107,19 +107,19 @@ class Program:
 # json-mode schemas. Every string is bounded, so the longest valid reply fits the agent's cap
 # (pipelines.agents.reply_bounds); patterns use {0,1}, never "?" after a group or a {m,n} repeat,
 # which xgrammar 0.2.7 compiles wrongly (tests/tagging/test_reply_bounds.py compares it with re).
-NUMBER_TEXT = r"^-{0,1}[0-9]{1,7}(\.[0-9]{1,4}){0,1}(/[1-9][0-9]{0,3}){0,1}%{0,1}$"
+NUMBER_TEXT = r"^-{0,1}[0-9]{1,6}(\.[0-9]{1,3}){0,1}(/[1-9][0-9]{0,2}){0,1}%{0,1}$"
 """A number written as text in a json-mode reply: 47, -3, 0.75, 1/2, 25% (read exactly by read_value)."""
 NumberText = Annotated[str, Field(pattern=NUMBER_TEXT)]
-BoundedNumber = Annotated[float, Field(ge=-1e7, le=1e7)]
-"""A JSON number in a json-mode reply; the bounds make xgrammar write at most 8 digits and 6 decimals."""
-NAME = r"^[A-Za-z_][A-Za-z0-9_ ]{0,23}$"
+BoundedNumber = Annotated[float, Field(ge=-1e6, le=1e6)]
+"""A JSON number in a json-mode reply; the bounds make xgrammar write at most 7 digits and 6 decimals."""
+NAME = r"^[A-Za-z_][A-Za-z0-9_ ]{0,19}$"
 
 
 class ArgumentOutput(BaseModel):
     """One named argument; the schema admits only numbers (or number texts) as values."""
 
     name: str = Field(pattern=NAME)
-    value: BoundedNumber | NumberText | Annotated[list[BoundedNumber | NumberText], Field(min_length=1, max_length=4)]
+    value: BoundedNumber | NumberText | Annotated[list[BoundedNumber | NumberText], Field(min_length=1, max_length=3)]
 
 
 class ArgsOutput(BaseModel):
@@ -136,8 +136,8 @@ class ArgsOutput(BaseModel):
         )
 
 
-IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]{0,27}"  # numeric_args' names: 24 characters + a "_" and a "_2" suffix
-LITERAL = r"-{0,1}(0|[1-9][0-9]{0,6})(\.[0-9]{1,4}){0,1}"
+IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]{0,22}"  # numeric_args' names: 20 characters + a "_" and a "_2" suffix
+LITERAL = r"-{0,1}(0|[1-9][0-9]{0,5})(\.[0-9]{1,3}){0,1}"
 CALLS = ("len", "sum", "min", "max")
 OPERATOR = r" (\+|-|\*|/|//|%) "
 

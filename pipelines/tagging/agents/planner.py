@@ -55,7 +55,7 @@ class Plan:
 
 class ConstraintOutput(BaseModel):
     kind: Literal["semantic", "numerical"]
-    text: str = Field(pattern=trimmed_text(4, 90))  # never shorter than 4 characters once stripped
+    text: str = Field(pattern=trimmed_text(4, 72))  # never shorter than 4 characters once stripped
 
 
 class PlanOutput(BaseModel):

@@ -29,8 +29,8 @@ class Solution:
 class SolutionOutput(BaseModel):
     """JSON-mode reply of the solver."""
 
-    final_answer: str = Field(pattern=trimmed_text(1, 24))  # never blank
-    reasoning: str = Field("", max_length=120)
+    final_answer: str = Field(pattern=trimmed_text(1, 20))  # never blank
+    reasoning: str = Field("", max_length=80)
 
     def to_result(self) -> Solution:
         answer = self.final_answer.strip()
