@@ -197,8 +197,17 @@ class Agent(Generic[T]):
             language or self.default_language, output_mode=output_mode, output_schema=schema, **vars
         )
 
-    def parse(self, text: str | None, mode: OutputMode = "text", *, truncated: bool = False) -> T:
+    def parse(
+        self,
+        text: str | None,
+        mode: OutputMode = "text",
+        *,
+        truncated: bool = False,
+        output: type[BaseModel] | None = None,
+    ) -> T:
         """Parsed result of a reply; raises :class:`ParseError` for an empty or malformed one.
+
+        ``output`` (json mode): validate with this model instead of the declared one (see ``run``).
 
         ``truncated`` (json mode): the reply was cut by ``max_tokens``; the JSON prefix is closed
         and what it holds is validated (a schema whose required fields came first still parses),
@@ -220,17 +229,18 @@ class Agent(Generic[T]):
             candidates = list(truncated_json_objects(text))
             if not candidates:
                 raise
+        model = output or self.output
         value, first_error = None, None
         for data in candidates:
             try:
-                value = self.output.model_validate(data)
+                value = model.model_validate(data)
                 break
             except ValidationError as exc:
                 first_error = first_error or exc
         if value is None:
             first = first_error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "reply"
-            raise ParseError(f"reply does not match {self.output.__name__}: {where}: {first['msg']}")
+            raise ParseError(f"reply does not match {model.__name__}: {where}: {first['msg']}")
         if self.from_output is not None:
             return self.from_output(value)
         to_result = getattr(value, "to_result", None)
@@ -242,14 +252,17 @@ class Agent(Generic[T]):
         if mode == "json" and self.output is None:
             raise ValueError(f"agent {self.name!r} declares no output model, so it cannot run in json mode")
 
-    def params(self, base: SamplingParams, attempt: int = 0, mode: OutputMode = "text") -> SamplingParams:
-        """``base`` overlaid by this agent's sampling, the retry temperature and the json schema."""
+    def params(
+        self, base: SamplingParams, attempt: int = 0, mode: OutputMode = "text", *, json_schema: dict | None = None
+    ) -> SamplingParams:
+        """``base`` overlaid by this agent's sampling, the retry temperature and the json schema
+        (``json_schema``, else the declared one)."""
         changes = {k: v for k, v in self.sampling.items() if v is not None}
         temperature = changes.get("temperature", base.temperature)
         if attempt > 0 and self.retry_temperature is not None and temperature == 0:
             changes["temperature"] = self.retry_temperature
         if mode == "json":
-            changes["json_schema"] = self.json_schema
+            changes["json_schema"] = json_schema or self.json_schema
         return dataclasses.replace(base, **changes) if changes else base
 
     async def run(
@@ -260,17 +273,23 @@ class Agent(Generic[T]):
         *,
         tag: str = "",
         mode: OutputMode = "text",
+        output: type[BaseModel] | None = None,
     ) -> AgentRecord[T]:
         """Render, call, parse every choice, retry a bad reply; never raises for a bad reply or an
-        :class:`LLMError` (see ``ok`` and ``error`` of the record)."""
+        :class:`LLMError` (see ``ok`` and ``error`` of the record).
+
+        ``output`` (json mode): a narrower model for this call only (e.g. one whose patterns admit
+        only this call's variable names): its schema constrains the reply and it validates the
+        reply; the prompt still shows the declared schema, so the system text stays the same."""
         vars = dict(vars)
+        call_schema = output.model_json_schema() if output is not None and mode == "json" else None
         language = vars.pop("language", None)
         messages = self.render(language, output_mode=mode, **vars)
         record: AgentRecord[T] = AgentRecord(
             agent=self.name, role=self.role, prompt=messages, cached=True, mode=mode, tag=tag
         )
         for attempt in range(self.max_attempts):
-            params = self.params(llm.default_params, attempt, mode)
+            params = self.params(llm.default_params, attempt, mode, json_schema=call_schema)
             try:
                 # the run's call slot is taken inside LLM.chat, after a cache miss
                 result = await llm.chat(messages, params, sample_index=sample_index, attempt=attempt, tag=tag)
@@ -288,7 +307,7 @@ class Agent(Generic[T]):
             record.usage["completion_tokens"] += result.usage.completion_tokens
             record.reply = result.text
             record.replies.append(result.text)
-            record.choices = [self._parse_choice(c.text, mode, c.finish_reason) for c in result.choices]
+            record.choices = [self._parse_choice(c.text, mode, c.finish_reason, output) for c in result.choices]
             record.unparseable += sum(c["error"] is not None for c in record.choices)
             good = next((c for c in record.choices if c["error"] is None), None)
             if good is None:
@@ -300,12 +319,14 @@ class Agent(Generic[T]):
             return record
         return record
 
-    def _parse_choice(self, text: str, mode: OutputMode, finish_reason: str = "stop") -> dict[str, Any]:
+    def _parse_choice(
+        self, text: str, mode: OutputMode, finish_reason: str = "stop", output: type[BaseModel] | None = None
+    ) -> dict[str, Any]:
         choice: dict[str, Any] = {"text": text, "parsed": None, "error": None}
         if finish_reason != "stop":
             choice["finish_reason"] = finish_reason
         try:
-            choice["parsed"] = self.parse(text, mode, truncated=finish_reason == "length")
+            choice["parsed"] = self.parse(text, mode, truncated=finish_reason == "length", output=output)
         except (ParseError, ValueError) as exc:  # ValueError: e.g. json's limit on huge integers
             choice["error"] = str(exc)
         return choice

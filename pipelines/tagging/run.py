@@ -39,7 +39,7 @@ from pipelines.tagging.metrics import scored_metrics, scored_metrics_by_group
 from pipelines.tagging.report import backbones, write_plot, write_table
 from pipelines.tagging.sft import sft_row_for
 from pipelines.tagging.split import Demonstrations, build_demonstrations, split_examples
-from pipelines.tagging.team import TaggingTeam, TeamVerdict
+from pipelines.tagging.team import TaggingTeam, TeamVerdict, cap_to_schema
 
 log = logging.getLogger(__name__)
 LLM_SYSTEMS = ("team", "single_llm")
@@ -105,6 +105,8 @@ def team_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, 
 def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, planner_examples) -> System:
     """The few-shot single-LLM baseline on the evaluation split (None for a reply that never parsed)."""
     agent = make_single_llm(max_attempts=cfg.team.max_attempts, retry_temperature=cfg.team.retry_temperature)
+    if cfg.output_mode == "json":
+        cap_to_schema(agent)
     llm = runtime.for_role(agent.role)
 
     async def worker(sample: Sample, trace: SampleTrace) -> bool | None:

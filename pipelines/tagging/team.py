@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from pipelines.agents import SampleTrace
+from pipelines.agents import Agent, SampleTrace
+from pipelines.agents.reply_bounds import max_reply_bytes
 from pipelines.agents.sandbox import SandboxLimits, run_python
 from pipelines.config import StrictModel
 from pipelines.tagging.agents.numerical_judge import (
@@ -39,6 +40,7 @@ from pipelines.tagging.agents.numerical_judge import (
     checking_program,
     make_arg_extractor,
     make_program_writer,
+    program_output,
 )
 from pipelines.tagging.agents.planner import Plan, PlannerExamples, SubConstraint, make_planner
 from pipelines.tagging.agents.semantic_judge import make_semantic_judge
@@ -120,6 +122,14 @@ def agent_options(cfg: TeamConfig, agent: str) -> dict[str, Any]:
     return {"max_attempts": cfg.max_attempts, "retry_temperature": cfg.retry_temperature, **sampling}
 
 
+def cap_to_schema(agent: Agent) -> Agent:
+    """In json mode: the agent's ``max_tokens`` becomes the longest reply its schema admits (UTF-8
+    bytes, so at least its tokens), so a constrained reply always closes; a configured cap, made
+    for text mode, would only cut it. Returns the agent."""
+    agent.sampling["max_tokens"] = max_reply_bytes(agent.json_schema)
+    return agent
+
+
 def semantic_demonstrations(demos: list[TaggingExample], definition: str) -> list[dict[str, Any]]:
     """Template variables of the semantic judge's demonstrations: the semantic label only (a
     positive row is Yes; a negative one only with a known ``semantic_label``); a demonstration
@@ -159,6 +169,9 @@ class TaggingTeam:
         self.semantic_judge = make_semantic_judge(**agent_options(cfg, "semantic_judge"))
         self.arg_extractor = make_arg_extractor(**agent_options(cfg, "arg_extractor"))
         self.program_writer = make_program_writer(**agent_options(cfg, "program_writer"))
+        if mode == "json":
+            for agent in (self.planner, self.solver, self.semantic_judge, self.arg_extractor, self.program_writer):
+                cap_to_schema(agent)
         self._llms: dict[str, Any] = {}
         self._llm_for = llm_for
         self._plans: dict[tuple[str, str], asyncio.Future] = {}
@@ -292,6 +305,7 @@ class TaggingTeam:
             {"constraint": constraint.text, "variables": variables, "language": example.language},
             tag=f"constraint-{index}",
             mode=self.mode,
+            output=program_output(extracted.parsed.values) if self.mode == "json" else None,
         )
         if not written.ok:
             trace.add(written, constraint_index=index, constraint=constraint)

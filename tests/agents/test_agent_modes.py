@@ -187,3 +187,19 @@ def test_a_json_reply_cut_by_max_tokens_keeps_what_it_holds():
     # the same text that ended normally is malformed, and a cut before the required field stays unparseable
     assert not asyncio.run(agent.run(FakeLLM(['{"answer": "No", "reasoning": "A st']), {"item": "x"}, mode="json")).ok
     assert not asyncio.run(agent.run(Cut(['{"reasoning": "A st']), {"item": "x"}, mode="json")).ok
+
+
+def test_a_call_can_narrow_the_output_model_while_the_prompt_keeps_the_declared_schema():
+    class YesOnly(Verdict):
+        answer: Literal["Yes"]
+
+    agent = typed()
+    llm = FakeLLM(['{"reasoning": "r", "answer": "No"}', '{"reasoning": "r", "answer": "Yes"}'])
+    record = asyncio.run(agent.run(llm, {"item": "q"}, mode="json", output=YesOnly))
+    assert record.ok and record.parsed is True and record.unparseable == 1  # "No" is outside the narrowed model
+    assert [c["params"].json_schema for c in llm.calls] == [YesOnly.model_json_schema()] * 2
+    assert agent.output_schema_text() in record.prompt[0]["content"]
+    assert '"Yes"' in agent.output_schema_text() and '"No"' in agent.output_schema_text()
+    assert agent.parse('{"reasoning": "r", "answer": "No"}', "json") is False  # the declared model still admits it
+    text = asyncio.run(agent.run(FakeLLM(["<No>"]), {"item": "q"}, mode="text", output=YesOnly))
+    assert text.ok and text.parsed is False  # text mode ignores the narrowed model

@@ -244,7 +244,9 @@ def test_solution_judgment_args_program_json():
     assert program.code == "print(bool((first) >= (10) and (first) <= (99)))"
     noisy = 'Here: {"comparisons": [{"left": "sum(prices)", "op": ">", "right": "100"}]} done'
     assert make_program_writer().parse(noisy, "json").code == "print(bool((sum(prices)) > (100)))"
-    with pytest.raises(ParseError, match="not one Python expression"):  # the schema admits it, Python does not
+    with pytest.raises(ParseError, match="not one Python expression"):  # the generic schema admits a keyword
+        make_program_writer().parse('{"comparisons": [{"left": "if", "op": "==", "right": "1"}]}', "json")
+    with pytest.raises(ParseError, match="comparisons.0.left"):  # two names need an operator between them
         make_program_writer().parse('{"comparisons": [{"left": "first second", "op": "==", "right": "1"}]}', "json")
     for garbage in (
         '{"comparisons": [{"left": "v = 15", "op": "==", "right": "1"}]}',  # no assignment can pass the schema

@@ -215,3 +215,68 @@ def test_semantic_demonstrations_carry_semantic_labels_only():
     prompt = next(c[-1]["content"] for c in backend.calls if "semantic judge" in c[0]["content"])
     assert "21 jars" in prompt and "210 jars" not in prompt  # a numerical-only negative is left out
     assert "What is 21 + 4?\nExample label: <No>" in prompt  # a known semantic negative is shown as No
+
+
+def json_rules():
+    """JSON replies for every agent (json mode), the program naming the extracted variable."""
+    return [
+        (
+            r"task planner",
+            '{"constraints": [{"kind": "semantic", "text": "Does the question ask for a product?"}, '
+            '{"kind": "numerical", "text": "Is the first number a two-digit number?"}]}',
+        ),
+        (r"question solver", '{"final_answer": "135", "reasoning": "45 x 3 = 135."}'),
+        (r"semantic judge", '{"answer": "Yes", "reasoning": "It multiplies."}'),
+        (r"First step: extract", '{"arguments": [{"name": "first", "value": 45}]}'),
+        (
+            r"Second step: write",
+            '{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, '
+            '{"left": "first", "op": "<=", "right": "99"}]}',
+        ),
+    ]
+
+
+def test_json_mode_caps_each_agent_at_its_schema_and_narrows_the_program_to_the_variables():
+    from pipelines.agents.reply_bounds import max_reply_bytes
+
+    class Recording(ScriptedBackend):
+        def __init__(self, rules):
+            super().__init__(rules)
+            self.params = []
+
+        async def chat(self, messages, params):
+            self.params.append((messages[0]["content"], params))
+            return await super().chat(messages, params)
+
+    backend = Recording(json_rules())
+    team = TaggingTeam(lambda role: LLM(backend, role=role), TeamConfig(max_constraints=2), mode="json")
+    trace = SampleTrace("q0")
+    result = asyncio.run(team.tag(example(45), trace))
+    assert result.verdict is True and result.failures == 0
+    assert result.constraints[1].program == "print(bool((first) >= (10) and (first) <= (99)))"
+    by_agent = {}
+    for system, params in backend.params:
+        agent = next(a for a in AGENT_MARKERS if AGENT_MARKERS[a] in system)
+        by_agent[agent] = params
+    for name in ("planner", "solver", "semantic_judge", "arg_extractor"):
+        agent = getattr(team, name)
+        assert by_agent[name].json_schema == agent.json_schema
+        assert by_agent[name].max_tokens == max_reply_bytes(agent.json_schema)
+    program = by_agent["program_writer"]
+    left = program.json_schema["$defs"]["Comparison"]["properties"]["left"]["pattern"]
+    assert "(first)" in left and "[A-Za-z_]" not in left  # only the extracted name, no free identifier
+    assert program.max_tokens == max_reply_bytes(team.program_writer.json_schema) >= max_reply_bytes(
+        program.json_schema
+    )
+    # the prompt shows the declared schema, so the system text is the same for every call
+    writer_system = next(s for s, _ in backend.params if "Second step" in s)
+    assert team.program_writer.output_schema_text() in writer_system
+
+
+AGENT_MARKERS = {
+    "planner": "task planner",
+    "solver": "question solver",
+    "semantic_judge": "semantic judge",
+    "arg_extractor": "First step: extract",
+    "program_writer": "Second step: write",
+}

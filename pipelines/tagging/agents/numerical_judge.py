@@ -12,10 +12,13 @@
    it in the sandbox, and the printed boolean is the verdict.
 
 JSON replies: :class:`ArgsOutput` (``{"arguments": [{"name": "first", "value": 47}]}``: the schema
-admits identifier-like names and numbers or number texts such as ``"1/2"`` only) and
+admits identifier-like names and bounded numbers or number texts such as ``"1/2"`` only) and
 :class:`ProgramOutput` (``{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, ...]}``:
 comparisons that must all hold, which become the program ``print(bool((first) >= (10) and ...))``),
-mapped to the same results. A schema cannot make free code print; comparisons always do.
+mapped to the same results. A schema cannot make free code print; comparisons always do. The team
+constrains each program-writer call with :func:`program_output` of the extracted arguments, so a
+schema-valid reply names only defined variables and always runs. Every field is bounded, so the
+longest schema-valid reply is known (``pipelines.agents.reply_bounds``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from pipelines.agents import Agent, ParseError
 from pipelines.agents.parsing import code_block, identifier, json_object
@@ -101,22 +104,28 @@ class Program:
     code: str
 
 
-NUMBER_TEXT = r"^-?[0-9]{1,9}(\.[0-9]{1,6})?(/[0-9]{1,6})?%?$"
+# json-mode schemas. Every string is bounded, so the longest valid reply fits the agent's cap
+# (pipelines.agents.reply_bounds); patterns use {0,1}, never "?" after a group or a {m,n} repeat,
+# which xgrammar 0.2.7 compiles wrongly (tests/tagging/test_reply_bounds.py compares it with re).
+NUMBER_TEXT = r"^-{0,1}[0-9]{1,6}(\.[0-9]{1,3}){0,1}(/[1-9][0-9]{0,2}){0,1}%{0,1}$"
 """A number written as text in a json-mode reply: 47, -3, 0.75, 1/2, 25% (read exactly by read_value)."""
-NumberText = Annotated[str, Field(pattern=NUMBER_TEXT, max_length=24)]
+NumberText = Annotated[str, Field(pattern=NUMBER_TEXT)]
+BoundedNumber = Annotated[float, Field(ge=-1e6, le=1e6)]
+"""A JSON number in a json-mode reply; the bounds make xgrammar write at most 7 digits and 6 decimals."""
+NAME = r"^[A-Za-z_][A-Za-z0-9_ ]{0,19}$"
 
 
 class ArgumentOutput(BaseModel):
     """One named argument; the schema admits only numbers (or number texts) as values."""
 
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_ ]{0,29}$")
-    value: float | NumberText | Annotated[list[float | NumberText], Field(min_length=1, max_length=8)]
+    name: str = Field(pattern=NAME)
+    value: BoundedNumber | NumberText | Annotated[list[BoundedNumber | NumberText], Field(min_length=1, max_length=3)]
 
 
 class ArgsOutput(BaseModel):
     """JSON-mode reply of the argument extractor."""
 
-    arguments: list[ArgumentOutput] = Field(min_length=1, max_length=4)
+    arguments: list[ArgumentOutput] = Field(min_length=1, max_length=3)
 
     def to_result(self) -> NumericArgs:
         return numeric_args(
@@ -127,13 +136,36 @@ class ArgsOutput(BaseModel):
         )
 
 
-EXPRESSION = r"^[A-Za-z0-9_ +*/%().,-]{1,40}$"
-"""One side of a comparison: arithmetic over the variables, numbers and built-in calls (no '=', '<', '>')."""
+IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]{0,22}"  # numeric_args' names: 20 characters + a "_" and a "_2" suffix
+LITERAL = r"-{0,1}(0|[1-9][0-9]{0,5})(\.[0-9]{1,3}){0,1}"
+CALLS = ("len", "sum", "min", "max")
+OPERATOR = r" (\+|-|\*|/|//|%) "
+
+
+def expression_pattern(
+    scalars: list[str] | None = None, lists: list[str] | None = None, *, variable_first: bool = False
+) -> str:
+    """One side of a comparison: an operand, or two joined by + - * / // %; an operand is a number,
+    a scalar variable or ``len|sum|min|max(<list variable>)`` (``variable_first``: the first
+    operand is not a number, so the check is about the question's values). With variable names
+    given, only those (every reply is then a program that runs: no undefined name, no list in
+    arithmetic); without, any identifier."""
+    scalar = "|".join(scalars) if scalars is not None else IDENTIFIER
+    listed = "|".join(lists) if lists is not None else IDENTIFIER
+    variables = ([f"({scalar})"] if scalar else []) + ([rf"({'|'.join(CALLS)})\(({listed})\)"] if listed else [])
+    operand = "(" + "|".join([LITERAL, *variables]) + ")"
+    first = "(" + "|".join(variables) + ")" if variable_first else operand
+    return f"^{first}({OPERATOR}{operand}){{0,1}}$"
+
+
+LEFT = expression_pattern(variable_first=True)
+EXPRESSION = expression_pattern()
+Operator = Literal["<", "<=", ">", ">=", "==", "!="]
 
 
 class Comparison(BaseModel):
-    left: str = Field(pattern=EXPRESSION)
-    op: Literal["<", "<=", ">", ">=", "==", "!="]
+    left: str = Field(pattern=LEFT)
+    op: Operator
     right: str = Field(pattern=EXPRESSION)
 
     def expression(self) -> str:
@@ -147,6 +179,18 @@ class ProgramOutput(BaseModel):
 
     def to_result(self) -> Program:
         return condition_program(" and ".join(c.expression() for c in self.comparisons))
+
+
+def program_output(values: dict[str, Any]) -> type[ProgramOutput]:
+    """:class:`ProgramOutput` narrowed to these argument values: its sides name only these
+    variables (lists only inside len/sum/min/max), so every schema-valid reply runs."""
+    scalars = sorted((n for n, v in values.items() if not isinstance(v, list)), key=lambda n: (-len(n), n))
+    lists = sorted((n for n, v in values.items() if isinstance(v, list)), key=lambda n: (-len(n), n))
+    left = (str, Field(pattern=expression_pattern(scalars, lists, variable_first=True)))
+    right = (str, Field(pattern=expression_pattern(scalars, lists)))
+    comparison = create_model("Comparison", __base__=Comparison, left=left, right=right)
+    bounded = (list[comparison], Field(min_length=1, max_length=2))
+    return create_model("ProgramOutput", __base__=ProgramOutput, comparisons=bounded)
 
 
 def parse_args(text: str) -> NumericArgs:

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model
 
 from pipelines.agents import Agent, ParseError
+from pipelines.agents.reply_bounds import trimmed_text
 
 _KIND = r"(semantic|numerical|numeric|语义|数值)"
 LINE = re.compile(
@@ -54,7 +55,7 @@ class Plan:
 
 class ConstraintOutput(BaseModel):
     kind: Literal["semantic", "numerical"]
-    text: str = Field(min_length=4, max_length=120)
+    text: str = Field(pattern=trimmed_text(4, 72))  # never shorter than 4 characters once stripped
 
 
 class PlanOutput(BaseModel):

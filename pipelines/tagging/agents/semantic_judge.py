@@ -27,7 +27,7 @@ class JudgmentOutput(BaseModel):
     """JSON-mode reply of a judge: the answer, then a short reason."""
 
     answer: Literal["Yes", "No"]
-    reasoning: str = Field("", max_length=160)
+    reasoning: str = Field("", max_length=60)
 
     def to_result(self) -> Judgment:
         return Judgment(self.answer == "Yes", self.reasoning.strip())

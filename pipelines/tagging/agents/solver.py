@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from pipelines.agents import Agent, ParseError
+from pipelines.agents.reply_bounds import trimmed_text
 
 ANSWER = re.compile(r"(?:final answer|answer|最终答案|答案)\s*[:：]\s*(.+)", re.I)
 
@@ -28,8 +29,8 @@ class Solution:
 class SolutionOutput(BaseModel):
     """JSON-mode reply of the solver."""
 
-    final_answer: str = Field(min_length=1, max_length=40)
-    reasoning: str = Field("", max_length=200)
+    final_answer: str = Field(pattern=trimmed_text(1, 20))  # never blank
+    reasoning: str = Field("", max_length=80)
 
     def to_result(self) -> Solution:
         answer = self.final_answer.strip()
