@@ -4,7 +4,7 @@ back to the text parser when a reply is not valid JSON."""
 import pytest
 
 from pipelines.agents import ParseError
-from pipelines.ram2c.agents import make_agents, parse_analysis, parse_question, parse_reply, parse_vote
+from pipelines.ram2c.agents import make_agents, parse_analysis, parse_ballot, parse_question, parse_reply, parse_vote
 
 AGENTS = make_agents()
 
@@ -89,7 +89,7 @@ def test_json_mode_validates_and_falls_back_to_text():
     assert AGENTS["topic_writer"].parse('{"question": "Why did he sail? Because."}', "json") == "Why did he sail?"
 
 
-def test_json_mode_prompt_shows_the_schema():
+def test_json_mode_prompt_shows_a_one_line_example_and_the_backend_gets_the_schema():
     messages = AGENTS["voter"].render(
         "en",
         output_mode="json",
@@ -101,7 +101,8 @@ def test_json_mode_prompt_shows_the_schema():
         document="doc",
     )
     system = messages[0]["content"]
-    assert "Reply with JSON matching this schema:" in system and '"vote"' in system and '"yes"' in system
+    assert system.endswith('\n\nReply with JSON only, in this form:\n{"vote": "<yes or no>"}')
+    assert "properties" not in system and "title" not in system  # no pretty schema in the prompt
     zh = AGENTS["synthesizer"].render(
         "zh",
         output_mode="json",
@@ -115,5 +116,48 @@ def test_json_mode_prompt_shows_the_schema():
             "reading_level": "阅读水平与年级相当",
         },
     )
-    assert "请用符合以下模式的 JSON 回复：" in zh[0]["content"] and '"reply"' in zh[0]["content"]
+    assert zh[0]["content"].endswith('\n\n只用 JSON 回复，格式如下：\n{"reply": "<你的回复>"}')
     assert AGENTS["voter"].json_schema["properties"]["vote"]["enum"] == ["yes", "no"]
+    from pipelines.llm.types import SamplingParams
+
+    assert AGENTS["voter"].params(SamplingParams(), 0, "json").json_schema == AGENTS["voter"].json_schema
+
+
+@pytest.mark.parametrize(
+    "text, votes",
+    [
+        ('{"1": "yes", "2": "no", "3": "yes"}', [True, False, True]),
+        ('```json\n{"1": "no", "2": "no", "3": "yes"}\n```', [False, False, True]),
+        ('["yes", "no", "no"]', [True, False, False]),
+        ("1: yes\n2: no\n3: yes", [True, False, True]),
+        ("Document 1 - No. Document 2: yes. Document 3: no, off topic.", [False, True, False]),
+        ("**1**: yes\n**2**: no\n**3**: no", [True, False, False]),
+        ("文档1：是的\n文档2：否\n文档3：是", [True, False, True]),
+        ("Yes.\nNo.\nYes.", [True, False, True]),  # bare verdicts, exactly one per document
+        ('{"1": "yes"}', [True, None, None]),  # skipped documents: None (counted as no)
+        ("2: yes", [None, True, None]),
+        ('{"1": "yes", "7": "no", "2": "maybe"}', [True, None, None]),  # out of range and non-verdicts ignored
+    ],
+)
+def test_parse_ballot(text, votes):
+    assert parse_ballot(text, 3) == votes
+
+
+@pytest.mark.parametrize("text", ["", "maybe", "Document 1 is not useful.", "yes, no", "I cannot say"])
+def test_parse_ballot_rejects_replies_without_a_verdict(text):
+    with pytest.raises(ParseError):
+        parse_ballot(text, 3)
+
+
+def test_ballot_agents_have_one_required_verdict_per_document():
+    ballot = AGENTS["ballot:2"]
+    assert ballot.name == "ballot" and ballot.role == "expert"
+    schema = ballot.json_schema
+    assert schema["required"] == ["1", "2"] and schema["additionalProperties"] is False
+    assert schema["properties"]["2"]["enum"] == ["yes", "no"]
+    assert ballot.parse('{"1": "no", "2": "yes"}', "json") == [False, True]
+    assert ballot.parse("1: no\n2: yes", "json") == [False, True]  # not JSON: the text parser decides
+    assert AGENTS["ballot:3"].parse('{"1": "yes", "2": "no"}', "json") == [True, False, None]  # via the text parser
+    with pytest.raises(ParseError):
+        ballot.parse('{"1": "perhaps"}', "json")
+    assert sorted(k for k in AGENTS if k.startswith("ballot:")) == [f"ballot:{n}" for n in range(1, 6)]
