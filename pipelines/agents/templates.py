@@ -33,6 +33,7 @@ def _environment(folder: str) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # templates are data shipped with the code: no stat per include on the hot path
     )
 
 
