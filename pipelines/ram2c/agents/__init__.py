@@ -41,7 +41,10 @@ QUOTES = "\"'“”‘’「」`"
 class QuestionOut(BaseModel):
     """json mode of the topic writer."""
 
-    EXAMPLES: ClassVar[dict[str, str]] = {"en": '{"question": "<one question>"}', "zh": '{"question": "<一个问题>"}'}
+    EXAMPLES: ClassVar[dict[str, str]] = {
+        "en": '{"question": "<your question to the student, ending with ?>"}',
+        "zh": '{"question": "<你向学生提的问题，以？结尾>"}',
+    }
     question: str = Field(min_length=1, max_length=400)
 
     def to_result(self) -> str:
@@ -119,7 +122,9 @@ def parse_analysis(text: str) -> str:
 
 
 def parse_question(text: str) -> str:
-    """One discussion question: the first line holding a question mark, else the first line."""
+    """One discussion question: the first line holding a question mark, cut after it. A reply with
+    no question mark is not a question (a small model in json mode often copies the passage or the
+    book line instead) and raises ParseError, so the agent re-asks."""
     value = _json_field(text, "question")
     body = value if isinstance(value, str) else text
     lines = [clean_text(line) for line in body.strip().splitlines()]
@@ -128,9 +133,10 @@ def parse_question(text: str) -> str:
         raise ParseError("no question in the reply")
     asked = [line for line in lines if "?" in line or "？" in line]
     question = (asked or lines)[0]
-    if "?" in question or "？" in question:
-        cut = max(question.find("?"), question.find("？"))
-        question = question[: cut + 1]
+    if "?" not in question and "？" not in question:
+        raise ParseError(f"not a question (no question mark): {question[:80]!r}")
+    marks = [i for i in (question.find("?"), question.find("？")) if i >= 0]
+    question = question[: min(marks) + 1]
     if len(question) < 8:
         raise ParseError(f"question too short: {question!r}")
     return question
