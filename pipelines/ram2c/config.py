@@ -150,7 +150,11 @@ class Ram2cConfig(StrictModel):
     progress: bool = True
     gates: GateConfig = GateConfig()
     n_rewrites: int | None = Field(
-        None, ge=0, le=8, description="query rewrites per turn for the groups' retrieval (None: retrieval.n_rewrites)"
+        None,
+        ge=0,
+        le=8,
+        description="rewrites of (topic, answer), one call per turn shared by the groups (None: retrieval.n_rewrites; "
+        "used when the stage opens the retriever)",
     )
     llm: LLMConfig
     outputs: OutputsConfig = OutputsConfig()
