@@ -33,6 +33,7 @@ def _environment(folder: str) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # templates are data shipped with the code: no stat per include on the hot path
     )
 
 
@@ -46,6 +47,7 @@ class PromptTemplate:
     def __init__(self, folder: Path | str, name: str):
         self.folder = Path(folder)
         self.name = name
+        self._compiled: dict[str, jinja2.Template] = {}  # per language: no file checks per render
 
     def path(self, language: str) -> Path:
         return self.folder / f"{self.name}.{language}.j2"
@@ -54,15 +56,21 @@ class PromptTemplate:
         return sorted(p.name.split(".")[-2] for p in self.folder.glob(f"{self.name}.*.j2"))
 
     def _template(self, language: str) -> jinja2.Template:
-        path = self.path(language)
-        if not path.exists():
-            have = ", ".join(self.languages()) or "none"
-            raise TemplateError(f"{path}: no '{language}' template for agent {self.name!r} (have: {have})")
-        return _environment(str(self.folder)).get_template(path.name)
+        """The compiled template of ``language``, loaded once (a render is then pure CPU work)."""
+        template = self._compiled.get(language)
+        if template is None:
+            path = self.path(language)
+            if not path.exists():
+                have = ", ".join(self.languages()) or "none"
+                raise TemplateError(f"{path}: no '{language}' template for agent {self.name!r} (have: {have})")
+            template = self._compiled[language] = _environment(str(self.folder)).get_template(path.name)
+        return template
 
     def render_block(self, language: str, block: str, **vars: Any) -> str:
         """Text of one block, stripped of surrounding whitespace; raises if the block is missing."""
-        template = self._template(language)
+        return self._block(self._template(language), language, block, vars)
+
+    def _block(self, template: jinja2.Template, language: str, block: str, vars: dict[str, Any]) -> str:
         if block not in template.blocks:
             raise TemplateError(f"{self.path(language)}: block '{block}' is missing")
         context = template.new_context(vars)
@@ -74,7 +82,7 @@ class PromptTemplate:
         messages: list[Message] = []
         for block in MESSAGE_BLOCKS:
             if block in template.blocks:
-                messages.append({"role": block, "content": self.render_block(language, block, **vars)})
+                messages.append({"role": block, "content": self._block(template, language, block, vars)})
         if not messages or messages[-1]["role"] != "user":
             raise TemplateError(f"{self.path(language)}: needs a 'user' block")
         return messages

@@ -20,7 +20,7 @@ from pipelines.ram2c.scenario import load_scenario
 Language = Literal["en", "zh"]
 Level = Literal["recall", "understanding", "analysis", "evaluation", "creation"]
 GroupName = Literal["T", "P", "E"]
-Role = Literal["topic_writer", "student", "drafter", "voter", "analyst", "reviser", "synthesizer"]
+Role = Literal["topic_writer", "student", "drafter", "ballot", "voter", "analyst", "reviser", "synthesizer"]
 LEVELS: tuple[str, ...] = ("recall", "understanding", "analysis", "evaluation", "creation")
 
 
@@ -93,10 +93,13 @@ def _default_groups() -> list[GroupConfig]:
 
 class ReflectionConfig(StrictModel):
     """Group reflection: ``candidates`` documents retrieved per group, each voted on by every expert;
-    a document with at least ``accept_share`` yes votes is accepted."""
+    a document with at least ``accept_share`` yes votes is accepted. ``vote_call``: ``per_expert``
+    (one ballot call per expert with a yes/no for every candidate) or ``per_document`` (one call per
+    expert and candidate); either way every vote is recorded."""
 
     candidates: int = Field(3, ge=1)
     accept_share: float = Field(0.5, gt=0.0, le=1.0)
+    vote_call: Literal["per_expert", "per_document"] = "per_expert"
 
 
 class AblationConfig(StrictModel):
@@ -147,6 +150,13 @@ class Ram2cConfig(StrictModel):
     max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
     progress: bool = True
     gates: GateConfig = GateConfig()
+    n_rewrites: int | None = Field(
+        None,
+        ge=0,
+        le=8,
+        description="rewrites of (topic, answer), one call per turn shared by the groups (None: retrieval.n_rewrites; "
+        "used when the stage opens the retriever)",
+    )
     llm: LLMConfig
     outputs: OutputsConfig = OutputsConfig()
     shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards

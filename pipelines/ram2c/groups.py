@@ -1,18 +1,22 @@
 """One expert group (T, P or E) refining the current reply, the paper's retrieval-augmented experts:
 
 1. retrieve candidate documents for (topic, student's answer, current reply) from the group's
-   knowledge bases (multi-query with RRF, :meth:`Retriever.retrieve` with ``group=``);
-2. group reflection: every expert votes yes/no on every candidate along its own dimension, all at
-   once; a document with at least ``accept_share`` yes votes is accepted (best share first). With
-   ``selection: similarity`` the top retrieved documents are taken without votes, with ``rerank``
-   the cross-encoder's best;
+   knowledge bases (multi-query with RRF, :meth:`Retriever.retrieve` with ``group=``); the query's
+   rewrites (of topic and answer, as in the paper's Fig. 4) are made once per turn by the team,
+   while the drafter writes, and shared by the three groups (``TurnContext.rewrites``);
+2. group reflection: every expert votes yes/no on every candidate along its own dimension, all
+   experts at once: one ballot call per expert listing every candidate (``vote_call: per_expert``)
+   or one call per (expert, candidate) (``per_document``); a document with at least
+   ``accept_share`` yes votes is accepted (best share first). With ``selection: similarity`` the
+   top retrieved documents are taken without votes, with ``rerank`` the cross-encoder's best;
 3. each expert takes a different accepted reference (none when they run out), writes an explicit
    analysis of it against the student's answer, then its own revision; experts run concurrently;
 4. one synthesis call merges the revisions into the group's reply.
 
 Everything goes to the sample trace with ``turn``, ``group``, ``step``, ``expert`` and ``document``.
-A failed vote counts as no; a failed analysis or revision drops that expert's revision; a failed
-synthesis keeps the first revision; with no revision at all the reply passes through unchanged.
+A failed vote (or a ballot that skips a document) counts as no; a failed analysis or revision drops
+that expert's revision; a failed synthesis keeps the first revision; with no revision at all the
+reply passes through unchanged.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class TurnContext:
     student: dict[str, Any]
     answer: str
     turn: int
+    rewrites: list[str] | None = None  # shared query rewrites of this turn (None: the retriever rewrites)
 
 
 @dataclass
@@ -93,6 +98,7 @@ class ExpertGroup:
         selection: str = "vote",
         reranker=None,
         mode: str = "text",
+        vote_call: str = "per_expert",
     ):
         if selection == "rerank" and reranker is None:
             raise ValueError("selection 'rerank' needs a reranker (retrieval.rerank.model)")
@@ -107,24 +113,26 @@ class ExpertGroup:
         self.selection = selection
         self.reranker = reranker
         self.mode = mode
+        self.vote_call = vote_call
 
     def _group_name(self, language: str) -> str:
         return load_scenario()["groups"][self.name][language]
 
     async def _run(self, agent: str, vars: dict, trace: SampleTrace, outcome: GroupOutcome, **extra) -> AgentRecord:
         tag = "/".join(str(extra[k]) for k in ("turn", "expert", "document") if extra.get(k) is not None)
-        record = await self.agents[agent].run(
-            self.llm_for(self.agents[agent].role), vars, tag=f"{self.name}/{agent}/{tag}", mode=self.mode
-        )
+        runner = self.agents[agent]  # "ballot:<n>" is agent "ballot" for n documents
+        tag = f"{self.name}/{runner.name}/{tag}"
+        record = await runner.run(self.llm_for(runner.role), vars, tag=tag, mode=self.mode)
         outcome.calls += record.calls
         outcome.tokens += record.usage["prompt_tokens"] + record.usage["completion_tokens"]
-        trace.add(record, group=self.name, step=agent, **extra)
+        trace.add(record, group=self.name, step=runner.name, **extra)
         return record
 
     async def _retrieve(self, ctx: TurnContext, reply: str, trace: SampleTrace, outcome: GroupOutcome) -> list[dict]:
         """Candidates for (topic, answer, current reply); the rewriter's call and the hits are traced."""
         query = f"{ctx.topic}\n{ctx.answer}\n{reply}"
-        result = await self.retriever.retrieve(query, group=self.retrieval_group, top_k=self.candidates)
+        shared = {} if ctx.rewrites is None else {"rewrites": ctx.rewrites}
+        result = await self.retriever.retrieve(query, group=self.retrieval_group, top_k=self.candidates, **shared)
         extra = {"turn": ctx.turn, "group": self.name}
         rewrite = getattr(result, "rewrite", None)
         if rewrite is not None:
@@ -147,29 +155,13 @@ class ExpertGroup:
             for doc, score in zip(docs, scores, strict=True):
                 doc["scores"]["rerank"] = round(float(score), 6)
             return sorted(docs, key=lambda d: -d["scores"]["rerank"])[:k]
-        base = {"topic": ctx.topic, "answer": ctx.answer, "reply": reply, "language": ctx.language}
-        group_name = self._group_name(ctx.language)
-        jobs = [
-            self._run(
-                "voter",
-                {**base, "expert": e.to_vars(), "group_name": group_name, "document": d["text"]},
-                trace,
-                outcome,
-                turn=ctx.turn,
-                expert=e.id,
-                document=d["id"],
-            )
-            for d in docs
-            for e in self.experts
-        ]
-        records = await asyncio.gather(*jobs)
+        votes = await self._votes(ctx, reply, docs, trace, outcome)
         accepted = []
         for i, doc in enumerate(docs):
-            chunk = records[i * k : (i + 1) * k]
-            votes = {e.id: (r.parsed if r.ok else None) for e, r in zip(self.experts, chunk, strict=True)}
-            share, ok = tally(votes, self.accept_share)
-            outcome.failures += sum(v is None for v in votes.values())
-            outcome.votes.append({"document": doc["id"], "votes": votes, "share": round(share, 4), "accepted": ok})
+            doc_votes = {e.id: votes[e.id][i] for e in self.experts}
+            share, ok = tally(doc_votes, self.accept_share)
+            outcome.failures += sum(v is None for v in doc_votes.values())
+            outcome.votes.append({"document": doc["id"], "votes": doc_votes, "share": round(share, 4), "accepted": ok})
             if ok:
                 accepted.append((-share, i, doc))
         trace.add_result(
@@ -181,6 +173,54 @@ class ExpertGroup:
             step="reflection",
         )
         return [doc for _, _, doc in sorted(accepted, key=lambda t: t[:2])]
+
+    async def _votes(
+        self, ctx: TurnContext, reply: str, docs: list[dict], trace: SampleTrace, outcome: GroupOutcome
+    ) -> dict[str, list[bool | None]]:
+        """Every expert's verdict on every document (None: failed or skipped), all calls at once."""
+        base = {
+            "topic": ctx.topic,
+            "answer": ctx.answer,
+            "reply": reply,
+            "language": ctx.language,
+            "group_name": self._group_name(ctx.language),
+        }
+        if self.vote_call == "per_expert":
+            ballot = f"ballot:{len(docs)}"
+            records = await asyncio.gather(
+                *(
+                    self._run(
+                        ballot,
+                        {**base, "expert": e.to_vars(), "documents": [d["text"] for d in docs]},
+                        trace,
+                        outcome,
+                        turn=ctx.turn,
+                        expert=e.id,
+                        documents=[d["id"] for d in docs],
+                    )
+                    for e in self.experts
+                )
+            )
+            failed = [None] * len(docs)
+            return {e.id: list(r.parsed) if r.ok else failed for e, r in zip(self.experts, records, strict=True)}
+        jobs = [
+            self._run(
+                "voter",
+                {**base, "expert": e.to_vars(), "document": d["text"]},
+                trace,
+                outcome,
+                turn=ctx.turn,
+                expert=e.id,
+                document=d["id"],
+            )
+            for e in self.experts
+            for d in docs
+        ]
+        records = await asyncio.gather(*jobs)
+        n = len(docs)
+        return {
+            e.id: [r.parsed if r.ok else None for r in records[j * n : (j + 1) * n]] for j, e in enumerate(self.experts)
+        }
 
     async def _expert(
         self, ctx: TurnContext, reply: str, expert: Expert, reference: dict | None, trace: SampleTrace, outcome

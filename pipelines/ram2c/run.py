@@ -170,6 +170,8 @@ async def generate_ram2c_async(
         if retriever is None:
             from pipelines.retrieval.service import open_retriever
 
+            if cfg.n_rewrites is not None:
+                retrieval_cfg = retrieval_cfg.model_copy(update={"n_rewrites": cfg.n_rewrites})
             retriever = open_retriever(build_cfg, retrieval_cfg, llm=runtime.for_role("query_rewriter"), root=root)
         if reranker is None and cfg.ablation.selection == "rerank":
             from pipelines.retrieval.rerank import CrossEncoderReranker

@@ -3,6 +3,7 @@ expert groups, for up to ``turns`` turns.
 
     turn t:  student answers (the topic, or the previous final reply)     -> A
              drafter replies to the pair's prompt (scenario + history + A) -> R2 (rejected)
+               at the same time: the query rewriter rephrases (topic, A) once for all groups
              T group refines R2, P group refines T's reply, E group refines P's -> R1 (chosen)
 
 The prompt of the pair is exactly what the drafter saw: the system message (book, topic, student
@@ -11,6 +12,7 @@ profile), the earlier turns (student answers and chosen replies) and the latest 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,8 +62,12 @@ class Ram2cTeam:
     def __init__(self, cfg: Ram2cConfig, llm_for: Callable[[str], Any], retriever, *, reranker=None):
         self.cfg = cfg
         self.agents = make_agents(
-            max_tokens=dict(cfg.max_tokens), max_attempts=cfg.max_attempts, retry_temperature=cfg.retry_temperature
+            max_tokens=dict(cfg.max_tokens),
+            ballot_sizes=cfg.reflection.candidates,
+            max_attempts=cfg.max_attempts,
+            retry_temperature=cfg.retry_temperature,
         )
+        self.retriever = retriever
         self._llms: dict[str, Any] = {}
         self._llm_for = llm_for
         self.groups = [
@@ -77,6 +83,7 @@ class Ram2cTeam:
                 selection=cfg.ablation.selection,
                 reranker=reranker,
                 mode=cfg.output_mode,
+                vote_call=cfg.reflection.vote_call,
             )
             for g in cfg.active_groups()
         ]
@@ -114,24 +121,22 @@ class Ram2cTeam:
                 result.failures, result.stopped = result.failures + 1, f"student failed in turn {turn}"
                 break
             answer = said.parsed
-            drafted = await self._step(
-                result,
-                "drafter",
-                {
-                    "book": book,
-                    "topic": topic,
-                    "student": student,
-                    "answer": answer,
-                    "history": history,
-                    "language": lang,
-                },
-                trace,
-                turn,
+            draft_vars = {
+                "book": book,
+                "topic": topic,
+                "student": student,
+                "answer": answer,
+                "history": history,
+                "language": lang,
+            }
+            drafted, rewrites = await asyncio.gather(
+                self._step(result, "drafter", draft_vars, trace, turn),
+                self._rewrite(result, f"{topic}\n{answer}", trace, turn),
             )
             if not drafted.ok:
                 result.failures, result.stopped = result.failures + 1, f"drafter failed in turn {turn}"
                 break
-            ctx = TurnContext(lang, book, topic, student, answer, turn)
+            ctx = TurnContext(lang, book, topic, student, answer, turn, rewrites)
             reply, outcomes = drafted.parsed, []
             for group in self.groups:  # T -> P -> E: each group refines the previous group's reply
                 outcome = await group.refine(ctx, reply, trace)
@@ -144,6 +149,18 @@ class Ram2cTeam:
             history = history + [{"role": "user", "content": answer}, {"role": "assistant", "content": reply}]
             teacher_reply = reply
         return result
+
+    async def _rewrite(self, result: Dialogue, query: str, trace: SampleTrace, turn: int) -> list[str] | None:
+        """The turn's query rewrites, shared by every group (None: the retriever has no rewriter)."""
+        rewriter = getattr(self.retriever, "rewriter", None)
+        if rewriter is None:
+            return None
+        outcome = await rewriter.run(query)
+        if outcome.record is not None:
+            trace.add(outcome.record, step="query_rewriter", turn=turn)
+            result.calls += outcome.record.calls
+            result.tokens += outcome.record.usage["prompt_tokens"] + outcome.record.usage["completion_tokens"]
+        return list(outcome.rewrites)
 
     async def _step(self, result: Dialogue, name: str, vars: dict, trace: SampleTrace, turn: int):
         agent = self.agents[name]

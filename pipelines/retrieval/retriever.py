@@ -193,13 +193,19 @@ class Retriever:
         kinds: list[str] | None = None,
         where: dict | None = None,
         top_k: int | None = None,
+        rewrites: Sequence[str] | None = None,
     ) -> RetrievalResult:
-        """Multi-query retrieval with RRF, deduplication and optional rerank; best first."""
+        """Multi-query retrieval with RRF, deduplication and optional rerank; best first.
+
+        ``rewrites``: phrasings made beforehand (one rewrite call shared by several retrievals);
+        given, the rewriter is not called and the result has no rewriter record."""
         start = time.perf_counter()
         top_k = top_k or self.cfg.top_k
         kinds = self.kinds_for(group, kinds)
-        outcome = await self.rewriter.run(query) if self.rewriter is not None else None
-        rewrites = outcome.rewrites if outcome is not None else []
+        outcome = None
+        if rewrites is None and self.rewriter is not None:
+            outcome = await self.rewriter.run(query)
+        rewrites = list(rewrites) if rewrites is not None else (outcome.rewrites if outcome is not None else [])
         queries = [query] + rewrites
         ranked = await asyncio.to_thread(self._ranked, queries, kinds, self.cfg.per_query_k, where)
         by_id: dict[str, Hit] = {}

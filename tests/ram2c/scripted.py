@@ -63,12 +63,25 @@ def vote_rule(accept: set[str]):
     return reply
 
 
+def ballot_rule(accept: set[str]):
+    """Ballots: ``1: yes`` for each numbered document whose text contains one of ``accept``."""
+
+    def reply(messages) -> str:
+        user = messages[-1]["content"]
+        blocks = re.findall(r"^(?:Document |文档)(\d+)[:：]\n(.*)$", user, re.M)
+        return "\n".join(f"{n}: {'yes' if any(a in text for a in accept) else 'no'}" for n, text in blocks)
+
+    return reply
+
+
 def rules(accept: set[str] = frozenset({"good"})):
     return [
         (r"You write discussion questions|你为一位和中小学生", topic),
         (r"You play a student|你扮演一名", "I think he was brave because he went to sea."),
         (r"You are a literature teacher discussing|你是一位语文老师", "Nice answer. Why did he go?"),
         (r"Judge one document only|请只从你自己的维度", vote_rule(set(accept))),
+        (r"Judge every document|逐篇判断", ballot_rule(set(accept))),
+        (r"Rewrite the search query|检索知识库", "1. why he went to sea\n2. reasons for sailing"),
         (r"analyse explicitly|作出明确的分析", "The student feels curious; the reply could ask more."),
         (r"rewrite the teacher's reply|请根据你的分析改写", reviser),
         (r"You merge several improved versions|合并成一份最终回复", synthesizer),
@@ -91,16 +104,19 @@ class FakeEmbedder:
 class FakeRetriever:
     """Returns fixed documents per retrieval group; records every query."""
 
-    def __init__(self, docs: dict[str, list[str]]):
+    def __init__(self, docs: dict[str, list[str]], rewriter=None):
         self.docs = docs
         self.queries: list[tuple[str, str]] = []
+        self.rewrites: list[list[str] | None] = []
         self.embedder = FakeEmbedder()
+        self.rewriter = rewriter
 
     def kinds_for(self, group, kinds):
         return [f"kind-of-{group}"]
 
-    async def retrieve(self, query, *, group=None, kinds=None, where=None, top_k=None):
+    async def retrieve(self, query, *, group=None, kinds=None, where=None, top_k=None, rewrites=None):
         self.queries.append((group, query))
+        self.rewrites.append(rewrites)
         texts = self.docs.get(group, [])[: top_k or 5]
         scores = [{"dense": 1.0 - i / 10, "rrf": 1 / (60 + i)} for i in range(len(texts))]
         hits = [

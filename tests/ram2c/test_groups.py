@@ -81,8 +81,9 @@ def test_groups_run_in_order_and_each_refines_the_previous_reply():
     assert dialogue.failures == 0
 
 
-def test_votes_accept_by_share_and_every_vote_is_traced():
-    (dialogue,), (trace,), *_ = run(config())
+@pytest.mark.parametrize("vote_call", ["per_expert", "per_document"])
+def test_votes_accept_by_share_and_every_vote_is_traced(vote_call):
+    (dialogue,), (trace,), scripted, *_ = run(config(reflection={"candidates": 3, "vote_call": vote_call}))
     t_group = dialogue.turns[0].groups[0]
     assert t_group.retrieved == 3 and t_group.accepted == 2  # "good teaching idea", "good example"
     assert [v["accepted"] for v in t_group.votes] == [True, False, True]
@@ -92,16 +93,48 @@ def test_votes_accept_by_share_and_every_vote_is_traced():
         "share": 0.0,
         "accepted": False,
     }
-    vote_rows = [r for r in trace.rows if r["agent"] == "voter"]
-    assert len(vote_rows) == 3 * 3 + 2 * 3 + 2 * 3  # candidates x experts, per group
-    assert {(r["group"], r["expert"], r["document"]) for r in vote_rows if r["group"] == "T"} == {
-        ("T", e, f"teacher/{d}") for e in ("style", "knowledge", "logic") for d in range(3)
-    }
+    assert t_group.votes[0]["votes"] == {"style": True, "knowledge": True, "logic": True}
+    if vote_call == "per_expert":  # one ballot per expert and group, listing every candidate
+        ballots = [r for r in trace.rows if r["agent"] == "ballot"]
+        assert len(ballots) == 3 * 3 and not [r for r in trace.rows if r["agent"] == "voter"]
+        t_ballots = {r["expert"]: r for r in ballots if r["group"] == "T"}
+        assert sorted(t_ballots) == ["knowledge", "logic", "style"]
+        assert t_ballots["style"]["documents"] == ["teacher/0", "teacher/1", "teacher/2"]
+        assert t_ballots["style"]["parsed"] == [True, False, True]
+        assert t_ballots["style"]["step"] == "ballot" and t_ballots["style"]["role"] == "expert"
+        assert sum(1 for m in scripted.calls if "Judge every document" in m[0]["content"]) == 9
+    else:  # one call per (expert, candidate)
+        vote_rows = [r for r in trace.rows if r["agent"] == "voter"]
+        assert len(vote_rows) == 3 * 3 + 2 * 3 + 2 * 3  # candidates x experts, per group
+        assert {(r["group"], r["expert"], r["document"]) for r in vote_rows if r["group"] == "T"} == {
+            ("T", e, f"teacher/{d}") for e in ("style", "knowledge", "logic") for d in range(3)
+        }
     retrieval = [r for r in trace.rows if r["agent"] == "retrieval"]
     assert [r["group"] for r in retrieval] == ["T", "P", "E"]
     assert retrieval[0]["parsed"]["hits"][0]["scores"] == {"dense": 1.0, "rrf": pytest.approx(1 / 60)}
     reflection = next(r for r in trace.rows if r["agent"] == "reflection" and r["group"] == "T")
     assert reflection["parsed"]["threshold"] == 0.5 and len(reflection["parsed"]["documents"]) == 3
+
+
+def test_a_ballot_that_skips_a_document_counts_it_as_no_and_a_failed_ballot_as_all_no():
+    partial = [(r"Judge every document", "1: yes")] + rules()  # votes on document 1 only
+    (dialogue,), (trace,), *_ = run(
+        config(reflection={"candidates": 3, "accept_share": 0.5}, ablation={"skip_groups": ["P", "E"]}),
+        scripted=ScriptedBackend(partial),
+    )
+    group = dialogue.turns[0].groups[0]
+    assert [v["votes"] for v in group.votes][1] == {"style": None, "knowledge": None, "logic": None}
+    assert [v["accepted"] for v in group.votes] == [True, False, False]
+    assert group.failures == 2 * 3  # two skipped documents x three experts
+    broken = [(r"Judge every document", "I cannot decide.")] + rules()
+    (dialogue,), (trace,), *_ = run(
+        config(reflection={"candidates": 3}, ablation={"skip_groups": ["P", "E"]}), scripted=ScriptedBackend(broken)
+    )
+    group = dialogue.turns[0].groups[0]
+    assert group.accepted == 0 and group.failures >= 9
+    assert all(set(v["votes"].values()) == {None} for v in group.votes)
+    ballots = [r for r in trace.rows if r["agent"] == "ballot"]
+    assert len(ballots) == 3 and all(not r["ok"] and r["calls"] == 2 for r in ballots)  # re-asked once
 
 
 def test_each_expert_analyses_a_distinct_accepted_reference_then_revises():
@@ -142,7 +175,8 @@ def test_ablations_skip_groups(ablation, groups):
 
 
 def test_ablation_one_expert_per_group():
-    (dialogue,), (trace,), *_ = run(config(ablation={"one_expert": True}))
+    cfg = config(ablation={"one_expert": True}, reflection={"candidates": 3, "vote_call": "per_document"})
+    (dialogue,), (trace,), *_ = run(cfg)
     votes = [r for r in trace.rows if r["agent"] == "voter"]
     assert len(votes) == 3 + 2 + 2  # one expert x candidates
     assert {r["expert"] for r in votes} == {"style", "emotion", "safety"}
@@ -151,8 +185,8 @@ def test_ablation_one_expert_per_group():
 
 def test_ablation_voting_off_takes_the_top_retrieved_documents():
     (dialogue,), (trace,), scripted, *_ = run(config(ablation={"selection": "similarity"}))
-    assert not [r for r in trace.rows if r["agent"] in ("voter", "reflection")]
-    assert not any("Judge one document" in m[0]["content"] for m in scripted.calls)
+    assert not [r for r in trace.rows if r["agent"] in ("ballot", "voter", "reflection")]
+    assert not any("Judge" in m[0]["content"] for m in scripted.calls)
     analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"}
     assert analyses == {"style": "teacher/0", "knowledge": "teacher/1", "logic": "teacher/2"}
 
@@ -171,7 +205,7 @@ class ReverseReranker:
 def test_ablation_reranker_instead_of_votes():
     reranker = ReverseReranker()
     (dialogue,), (trace,), *_ = run(config(ablation={"selection": "rerank"}), reranker=reranker)
-    assert not [r for r in trace.rows if r["agent"] == "voter"]
+    assert not [r for r in trace.rows if r["agent"] in ("ballot", "voter")]
     analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"}
     assert analyses == {"style": "teacher/2", "knowledge": "teacher/1", "logic": "teacher/0"}
     assert len(reranker.seen) == 3
@@ -207,12 +241,36 @@ def test_experts_of_a_group_and_dialogues_run_concurrently():
     start = time.perf_counter()
     results, *_ = run(config(), scripted=slow, plans=[plan(i) for i in range(4)])
     wall = time.perf_counter() - start
-    # depth per dialogue: student, drafter, then 4 per group (vote, analysis, revision, synthesis) = 14 calls
+    # depth per dialogue: student, drafter, then 4 per group (ballots, analysis, revision, synthesis) = 14 calls
     assert all(len(d.turns) == 1 for d in results)
-    assert len(slow.calls) == 4 * (2 + (9 + 3 + 3 + 1) + 2 * (6 + 3 + 3 + 1))  # votes, analyses, revisions, synthesis
-    assert wall < 5.0, wall  # 14 x 0.1 s in depth; one call at a time would take 176 x 0.1 s = 17.6 s
+    assert len(slow.calls) == 4 * (2 + 3 * (3 + 3 + 3 + 1))  # ballots, analyses, revisions, synthesis
+    assert wall < 4.0, wall  # 14 x 0.1 s in depth; one call at a time would take 128 x 0.1 s = 12.8 s
 
 
 def test_zh_dialogue_runs_through_the_groups():
     (dialogue,), (trace,), *_ = run(config(language="zh"), plans=[plan(0, "zh")])
     assert dialogue.turns[0].chosen.startswith("E:许老师[P:何博士[T:林老师[")
+
+
+def test_one_query_rewrite_per_turn_runs_beside_the_drafter_and_serves_every_group():
+    from pipelines.llm.client import LLM
+    from pipelines.retrieval.rewrite import QueryRewriter
+
+    slow = ScriptedBackend(rules(), delay_s=0.2)
+    retriever = FakeRetriever(DOCS, rewriter=QueryRewriter(LLM(slow, role="query_rewriter"), 2))
+    team = Ram2cTeam(config(turns=2), scripted_llm_for(slow), retriever)
+    trace = SampleTrace("d0")
+    start = time.perf_counter()
+    dialogue = asyncio.run(team.dialogue(plan(), trace))
+    wall = time.perf_counter() - start
+    rewrites = [r for r in trace.rows if r["agent"] == "query_rewriter"]
+    assert [r["turn"] for r in rewrites] == [1, 2] and all(r["step"] == "query_rewriter" for r in rewrites)
+    first = dialogue.turns[0]
+    answer = "I think he was brave because he went to sea."
+    assert rewrites[0]["prompt"][1]["content"].endswith(f"{dialogue.topic}\n{answer}")
+    assert retriever.rewrites == [["why he went to sea", "reasons for sailing"]] * 6  # 3 groups x 2 turns, shared
+    assert [g for g, _ in retriever.queries] == ["teacher", "psychologist", "ethics"] * 2
+    assert first.rejected in retriever.queries[0][1]  # the original query still holds the current reply
+    assert dialogue.calls == 2 * (2 + 1 + 3 * 10)  # student, drafter, one rewrite, 3 groups x 10 per turn
+    # depth per turn: student, drafter (rewrite beside it), 3 x 4 in the groups = 14 calls of 0.2 s
+    assert wall < 2 * 14 * 0.2 + 1.5, wall

@@ -43,8 +43,8 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
             "cache": str(tmp_path / "c.sqlite"),
         }
     )
-    # CI-sized: 4 dialogues, 2 experts per group voting on 1 document each, no query rewrites
-    reflection = cfg.reflection.model_copy(update={"candidates": 1})
+    # CI-sized: 4 dialogues, 2 experts per group, each with one ballot on 2 documents, no query rewrites
+    reflection = cfg.reflection.model_copy(update={"candidates": 2, "vote_call": "per_expert"})
     cfg = cfg.model_copy(
         update={
             "sources": sources,
@@ -60,7 +60,9 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
     assert metrics["dialogues"] == 4 and metrics["pairs_kept"] >= 3, metrics
     assert sum(metrics["dropped_by_reason"].values()) == metrics["pairs_dropped"]
     assert set(metrics["groups"]) == {"T", "P", "E"} and metrics["groups"]["T"]["retrieved"] > 0
-    assert metrics["groups"]["T"]["votes"] == metrics["groups"]["T"]["retrieved"] * 2
+    assert metrics["groups"]["T"]["votes"] == metrics["groups"]["T"]["retrieved"] * 2  # every vote recorded
+    # per group and turn: 2 ballots, 2 analyses, 2 revisions, 1 synthesis (re-asks add some)
+    assert 7 <= metrics["groups"]["T"]["llm_calls_per_turn"] < 14
     dpo = [json.loads(line) for line in (out / "dpo.jsonl").read_text().splitlines()]
     assert len(dpo) == metrics["pairs_kept"] and all(
         r["chosen"][0]["content"] != r["rejected"][0]["content"] for r in dpo
@@ -68,8 +70,11 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
     steps = {(r.get("group"), r.get("step")) for r in traces}
     for group in ("T", "P", "E"):
-        for step in ("retrieval", "voter", "reflection", "analyst", "reviser", "synthesizer"):
+        for step in ("retrieval", "ballot", "reflection", "analyst", "reviser", "synthesizer"):
             assert (group, step) in steps, (group, step)
+    ballots = [r for r in traces if r.get("step") == "ballot"]
+    assert 0 < len(ballots) <= 4 * 3 * 2 and all(len(r["documents"]) == 2 for r in ballots)
+    assert sum(r["ok"] for r in ballots) >= len(ballots) // 2  # constrained JSON: one verdict per document
     info = json.loads((out / "llamafactory" / "dataset_info.json").read_text())
     assert info["ram2c_preference"]["ranking"] is True
     assert (out / "preference" / "dataset_info.json").exists()

@@ -67,6 +67,7 @@ def cases(lang):
             "history": history,
         },
         "voter": {**common, "expert": expert, "group_name": t["group_name"], "document": t["passage"]},
+        "ballot": {**common, "expert": expert, "group_name": t["group_name"], "documents": [t["passage"], t["reply"]]},
         "analyst": {
             **common,
             "expert": expert,
@@ -97,12 +98,22 @@ def cases(lang):
     }
 
 
+JSON_CASES = ("ballot", "voter", "analyst", "reviser", "synthesizer", "drafter", "student", "topic_writer")
+"""Cases also rendered in json mode (the default output mode): the one-line reply example in the system text."""
+
+
+def agent_of(case: str):
+    name = case.split("_later")[0].split("_no_")[0]
+    return AGENTS["ballot:2" if name == "ballot" else name]
+
+
 def render_all():
     out = {}
     for lang in ("en", "zh"):
         for case, vars in cases(lang).items():
-            agent = AGENTS[case.split("_later")[0].split("_no_")[0]]
-            out[f"{case}.{lang}"] = agent.render(lang, **vars)
+            out[f"{case}.{lang}"] = agent_of(case).render(lang, **vars)
+            if case in JSON_CASES:
+                out[f"{case}_json.{lang}"] = agent_of(case).render(lang, output_mode="json", **vars)
     return out
 
 
@@ -119,7 +130,7 @@ def test_rendered_prompts_match_the_golden_file():
 
 def test_both_languages_have_every_prompt_with_the_same_structure():
     rendered = render_all()
-    for case in cases("en"):
+    for case in list(cases("en")) + [f"{c}_json" for c in JSON_CASES]:
         en, zh = rendered[f"{case}.en"], rendered[f"{case}.zh"]
         assert [m["role"] for m in en] == [m["role"] for m in zh], case
         for message in en + zh:
@@ -174,13 +185,71 @@ def test_two_prompts_spelled_out():
     )
 
 
-@pytest.mark.parametrize("agent", ["voter", "analyst", "reviser"])
-def test_expert_system_text_is_shared_across_samples(agent):
-    """The expert's system message depends on the expert only: byte-identical for every sample."""
+@pytest.mark.parametrize("agent", ["ballot", "voter", "analyst", "reviser"])
+@pytest.mark.parametrize("mode", ["text", "json"])
+def test_expert_system_text_is_shared_across_samples(agent, mode):
+    """The expert's system message depends on the expert only (and a ballot's on the number of
+    documents): byte-identical for every sample."""
     expert = group_experts("P", 1, "en")[0].to_vars()
     a = cases("en")[agent] | {"expert": expert}
     b = {**a, "topic": "Another topic?", "answer": "Another answer.", "reply": "Another reply."}
-    assert AGENTS[agent].render("en", **a)[0] == AGENTS[agent].render("en", **b)[0]
+    if agent == "ballot":
+        b["documents"] = ["Other document one.", "Other document two."]
+    render = agent_of(agent).render
+    assert render("en", output_mode=mode, **a)[0] == render("en", output_mode=mode, **b)[0]
+
+
+def test_ballot_prompt_spelled_out():
+    expert = group_experts("E", 1, "en")[0].to_vars()
+    t = TEXT["en"]
+    messages = AGENTS["ballot:2"].render(
+        "en",
+        output_mode="json",
+        topic=t["topic"],
+        answer=t["answer"],
+        reply=t["reply"],
+        expert=expert,
+        group_name="safety and ethics experts",
+        documents=["Doc one.", "Doc two."],
+    )
+    assert messages[0]["content"] == (
+        "You are Ms. Reyes, a child-safety officer who removes anything harmful, frightening or disrespectful and "
+        "handles dark story events gently. You belong to a group of safety and ethics experts who improve a "
+        "teacher's reply to a student. The group is reviewing retrieved documents before revising the reply. "
+        "Judge every document along your own dimension, safety: could it help improve the reply to this student? "
+        "A document can be useful by its style, its method or an example even when its topic differs. "
+        'Answer "yes" or "no" for each document, by its number.\n\n'
+        "Reply with JSON only, in this form:\n"
+        '{"1": "<yes or no>", "2": "<yes or no>"}'
+    )
+    assert messages[1]["content"] == (
+        "Topic: Why did Mara take the lantern?\n"
+        "Student's answer: Because Tobin was hurt and ships were out there.\n"
+        "Current reply: Good thinking! What would you do?\n\n"
+        "Document 1:\nDoc one.\n\n"
+        "Document 2:\nDoc two.\n\n"
+        "Is each document a useful reference for safety? yes or no for each number:"
+    )
+    zh = TEXT["zh"]
+    messages = AGENTS["ballot:2"].render(
+        "zh",
+        output_mode="json",
+        topic=zh["topic"],
+        answer=zh["answer"],
+        reply=zh["reply"],
+        expert=group_experts("E", 1, "zh")[0].to_vars(),
+        group_name="安全与伦理专家",
+        documents=["文档甲。", "文档乙。"],
+    )
+    assert messages[0]["content"].endswith(
+        "按编号对每一篇回答“是”或“否”。\n\n只用 JSON 回复，格式如下：\n"
+        '{"1": "<yes 或 no>", "2": "<yes 或 no>"}'
+    )
+    assert messages[1]["content"] == (
+        "话题：玛拉为什么接过提灯？\n学生的回答：因为托宾受伤了，海上还有船。\n当前回复：想得真好！换作你会怎么做？\n\n"
+        "文档1：\n文档甲。\n\n文档2：\n文档乙。\n\n"
+        "每一篇文档在“安全”方面有参考价值吗？请按编号回答是或否："
+    )
 
 
 def test_drafter_prompt_is_system_history_then_the_latest_answer():

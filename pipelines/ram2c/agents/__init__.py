@@ -3,23 +3,28 @@
     topic_writer  passage, level, direction      -> one discussion question (Q)
     student       persona, topic, teacher reply  -> the student's answer (A)
     drafter       the pair's prompt messages     -> the raw reply (R2, rejected)
-    voter         expert, context, one document  -> yes / no (group reflection)
+    ballot        expert, context, all documents -> yes / no per document (group reflection, one call)
+    voter         expert, context, one document  -> yes / no (group reflection, one call per document)
     analyst       expert, context, its reference -> explicit analysis (proactive analysis)
     reviser       expert, context, its analysis  -> that expert's revision
     synthesizer   context, the group's revisions -> the group's reply (E group's = R1, chosen)
 
 Every parser takes plain text or a JSON object (``{"question": ...}``, ``{"reply": ...}``,
-``{"vote": "yes"}``, ``{"analysis": ...}``) so the same agents work in text and json modes.
+``{"vote": "yes"}``, ``{"1": "yes", "2": "no"}``, ``{"analysis": ...}``) so the same agents work in
+text and json modes. In json mode the prompt shows a one-line example of the reply (``EXAMPLES`` of
+the output model, in the prompt's language) instead of the pretty JSON schema, which cost ~100
+prompt tokens per call; the schema itself still goes to the backend (constrained decoding).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipelines.agents import Agent, ParseError
 from pipelines.llm.types import Message
@@ -36,6 +41,10 @@ QUOTES = "\"'“”‘’「」`"
 class QuestionOut(BaseModel):
     """json mode of the topic writer."""
 
+    EXAMPLES: ClassVar[dict[str, str]] = {
+        "en": '{"question": "<your question to the student, ending with ?>"}',
+        "zh": '{"question": "<你向学生提的问题，以？结尾>"}',
+    }
     question: str = Field(min_length=1, max_length=400)
 
     def to_result(self) -> str:
@@ -45,6 +54,7 @@ class QuestionOut(BaseModel):
 class ReplyOut(BaseModel):
     """json mode of the student, drafter, reviser and synthesizer."""
 
+    EXAMPLES: ClassVar[dict[str, str]] = {"en": '{"reply": "<your reply>"}', "zh": '{"reply": "<你的回复>"}'}
     reply: str = Field(min_length=1, max_length=2000)
 
     def to_result(self) -> str:
@@ -52,8 +62,9 @@ class ReplyOut(BaseModel):
 
 
 class VoteOut(BaseModel):
-    """json mode of a group-reflection vote."""
+    """json mode of a group-reflection vote on one document."""
 
+    EXAMPLES: ClassVar[dict[str, str]] = {"en": '{"vote": "<yes or no>"}', "zh": '{"vote": "<yes 或 no>"}'}
     vote: Literal["yes", "no"]
     reason: str = Field("", max_length=300)
 
@@ -64,6 +75,7 @@ class VoteOut(BaseModel):
 class AnalysisOut(BaseModel):
     """json mode of the proactive analysis."""
 
+    EXAMPLES: ClassVar[dict[str, str]] = {"en": '{"analysis": "<your analysis>"}', "zh": '{"analysis": "<你的分析>"}'}
     analysis: str = Field(min_length=1, max_length=1500)
 
     def to_result(self) -> str:
@@ -110,7 +122,9 @@ def parse_analysis(text: str) -> str:
 
 
 def parse_question(text: str) -> str:
-    """One discussion question: the first line holding a question mark, else the first line."""
+    """One discussion question: the first line holding a question mark, cut after it. A reply with
+    no question mark is not a question (a small model in json mode often copies the passage or the
+    book line instead) and raises ParseError, so the agent re-asks."""
     value = _json_field(text, "question")
     body = value if isinstance(value, str) else text
     lines = [clean_text(line) for line in body.strip().splitlines()]
@@ -119,9 +133,10 @@ def parse_question(text: str) -> str:
         raise ParseError("no question in the reply")
     asked = [line for line in lines if "?" in line or "？" in line]
     question = (asked or lines)[0]
-    if "?" in question or "？" in question:
-        cut = max(question.find("?"), question.find("？"))
-        question = question[: cut + 1]
+    if "?" not in question and "？" not in question:
+        raise ParseError(f"not a question (no question mark): {question[:80]!r}")
+    marks = [i for i in (question.find("?"), question.find("？")) if i >= 0]
+    question = question[: min(marks) + 1]
     if len(question) < 8:
         raise ParseError(f"question too short: {question!r}")
     return question
@@ -146,6 +161,72 @@ def parse_vote(text: str) -> bool:
     return yes.start() < no.start()
 
 
+def ballot_output(n: int) -> type[BaseModel]:
+    """json mode of one expert's ballot on ``n`` documents: ``{"1": "yes", ..., "<n>": "no"}``, every
+    number required (so constrained decoding gives exactly one verdict per document)."""
+    fields: dict[str, Any] = {f"d{i}": (Literal["yes", "no"], Field(alias=str(i))) for i in range(1, n + 1)}
+    model = create_model(f"BallotOut{n}", __config__=ConfigDict(extra="forbid"), **fields)
+    model.EXAMPLES = {
+        lang: "{" + ", ".join(f'"{i}": "{value}"' for i in range(1, n + 1)) + "}"
+        for lang, value in (("en", "<yes or no>"), ("zh", "<yes 或 no>"))
+    }
+    model.to_result = lambda self: [getattr(self, f"d{i}") == "yes" for i in range(1, n + 1)]
+    return model
+
+
+VERDICT = r"(yes|no|是|否)(?![A-Za-z])"
+NUMBERED = re.compile(
+    rf"(?:document|doc|文档|第)?\s*#?\**([0-9]{{1,3}})\**\s*篇?\s*[:：.)\-、]?\s*\**\s*{VERDICT}", re.I
+)
+BARE = re.compile(rf"(?<![A-Za-z]){VERDICT}", re.I)
+
+
+def _verdict(word: str) -> bool:
+    return word.lower() in ("yes", "是")
+
+
+def parse_ballot(text: str, n: int) -> list[bool | None]:
+    """One verdict per document (1..n): True yes, False no, None when the ballot skipped it.
+
+    Reads a JSON object keyed by document number (``{"1": "yes", "2": "no"}``) or a JSON list, else
+    numbered lines (``1: yes``, ``Document 2 - no``, ``文档2：否``), else exactly ``n`` bare yes/no words
+    in order. ParseError when no verdict at all is found.
+    """
+    start, end = text.find("{"), text.rfind("}")
+    data = None
+    if 0 <= start < end:
+        try:
+            data = json.loads(text[start : end + 1])
+        except (json.JSONDecodeError, ValueError):
+            data = None
+    if data is None and text.strip().startswith("["):
+        try:
+            data = json.loads(text.strip())
+        except (json.JSONDecodeError, ValueError):
+            data = None
+    votes: list[bool | None] = [None] * n
+    if isinstance(data, list):
+        data = {str(i + 1): v for i, v in enumerate(data)}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            digits = re.sub(r"\D", "", str(key))
+            if digits and 1 <= int(digits) <= n and isinstance(value, (str, bool)):
+                word = ("yes" if value else "no") if isinstance(value, bool) else value.strip()
+                if word.lower() in ("yes", "no", "是", "否"):
+                    votes[int(digits) - 1] = _verdict(word)
+    if all(v is None for v in votes):
+        for number, word in NUMBERED.findall(text):
+            if 1 <= int(number) <= n and votes[int(number) - 1] is None:
+                votes[int(number) - 1] = _verdict(word)
+    if all(v is None for v in votes):
+        words = BARE.findall(text)
+        if len(words) == n:
+            votes = [_verdict(w) for w in words]
+    if all(v is None for v in votes):
+        raise ParseError(f"no yes/no verdict for any of the {n} documents")
+    return votes
+
+
 class Ram2cAgent(Agent):
     """An agent whose json-mode reply falls back to the text parser (which reads JSON objects too)
     when it does not validate: until every backend constrains decoding to the schema, a small model
@@ -158,6 +239,13 @@ class Ram2cAgent(Agent):
             if mode != "json":
                 raise
             return super().parse(text, "text")
+
+    def render(self, language: str | None = None, *, output_mode: str = "text", **vars: Any) -> list[Message]:
+        """The exact messages; in json mode ``output_example`` is the output model's one-line example."""
+        self._check_mode(output_mode)
+        language = language or self.default_language
+        example = self.output.EXAMPLES[language] if output_mode == "json" else ""
+        return self.template.render(language, output_mode=output_mode, output_example=example, **vars)
 
 
 class ConversationAgent(Ram2cAgent):
@@ -172,8 +260,25 @@ class ConversationAgent(Ram2cAgent):
         return messages[:-1] + history + messages[-1:]
 
 
-def make_agents(*, max_tokens: dict[str, int] | None = None, **options: Any) -> dict[str, Agent]:
-    """Every RAM2C agent by name; ``max_tokens`` per agent, ``options`` for all (attempts, retry temperature)."""
+def ballot_agent(n: int, *, max_tokens: int | None = None, **options: Any) -> Ram2cAgent:
+    """The ballot of one expert on ``n`` documents (agent ``ballot``, role ``expert``)."""
+    return Ram2cAgent(
+        "ballot",
+        FOLDER,
+        partial(parse_ballot, n=n),
+        role="expert",
+        output=ballot_output(n),
+        max_tokens=max_tokens,
+        **options,
+    )
+
+
+def make_agents(
+    *, max_tokens: dict[str, int] | None = None, ballot_sizes: int = 5, **options: Any
+) -> dict[str, Agent]:
+    """Every RAM2C agent by name; ``max_tokens`` per agent, ``options`` for all (attempts, retry
+    temperature). Ballots are ``ballot:<n>`` for n = 1..``ballot_sizes`` documents (the schema and
+    the parser know how many verdicts to expect)."""
     tokens = max_tokens or {}
     parsers = {
         "topic_writer": parse_question,
@@ -200,4 +305,6 @@ def make_agents(*, max_tokens: dict[str, int] | None = None, **options: Any) -> 
     agents["drafter"] = ConversationAgent(
         "drafter", FOLDER, parse_reply, output=ReplyOut, max_tokens=tokens.get("drafter"), **options
     )
+    for n in range(1, ballot_sizes + 1):
+        agents[f"ballot:{n}"] = ballot_agent(n, max_tokens=tokens.get("ballot"), **options)
     return agents

@@ -1,0 +1,25 @@
+"""The schedule floor printed by benchmarks/ram2c_throughput.py: rounds a first-come-first-served
+limiter needs when every call costs exactly one latency."""
+
+import importlib.util
+from pathlib import Path
+
+SPEC = importlib.util.spec_from_file_location(
+    "ram2c_throughput", Path(__file__).resolve().parents[2] / "benchmarks" / "ram2c_throughput.py"
+)
+BENCH = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(BENCH)
+WIDTHS = [1, 2] + [3, 3, 3, 1] * 3  # student; drafter + rewrite; per group ballots, analyses, revisions, synthesis
+
+
+def test_depth_is_reached_when_the_slots_suffice():
+    assert BENCH.DEPTH == 15 == 1 + len(WIDTHS)
+    assert BENCH.greedy_rounds(10, 128, WIDTHS) == 15
+    assert BENCH.greedy_rounds(1, 1, [1, 2, 3]) == 1 + 1 + 2 + 3  # one slot: every call in turn
+
+
+def test_steps_wider_than_the_free_slots_wait():
+    assert BENCH.greedy_rounds(50, 128, WIDTHS) == 17  # 150-call expert steps on 128 slots
+    per_document = [1, 2] + [9, 3, 3, 1] * 3  # 3 experts x 3 documents, one call each
+    assert BENCH.greedy_rounds(50, 128, per_document) == 23
+    assert BENCH.greedy_rounds(50, 10_000, per_document) == 15
