@@ -78,13 +78,13 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {"ner": NERAnswer, "re": REAnswer, "
 
 
 JSON_EXAMPLES = {
-    "ner": '{"reason": "...", "entities": [{"type": "<entity type>", "text": "<entity>"}]}',
-    "re": '{"reason": "...", "triples": [{"head": "<head entity>", "relation": "<relation type>", '
-    '"tail": "<tail entity>"}]}',
-    "ee": '{"reason": "...", "events": [{"event_type": "<event type>", "trigger": "<trigger word>", '
-    '"arguments": [{"role": "<role>", "text": "<argument>"}]}]}',
+    "ner": '{"reason": "...", "entities": [{"type": "...", "text": "..."}]}',
+    "re": '{"reason": "...", "triples": [{"head": "...", "relation": "...", "tail": "..."}]}',
+    "ee": '{"reason": "...", "events": [{"event_type": "...", "trigger": "...", "arguments": [{"role": "...", '
+    '"text": "..."}]}]}',
 }
-"""The answer form shown to the model in json mode (short; the backend enforces the full schema)."""
+"""The answer form shown to the model in json mode: keys only (the backend enforces the full schema;
+placeholder words such as ``<head entity>`` were copied verbatim by SmolLM2 into 2 of 6 answers)."""
 
 ITEMS_KEY = {"ner": "entities", "re": "triples", "ee": "events"}
 

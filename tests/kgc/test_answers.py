@@ -56,7 +56,7 @@ def test_bounds_per_language_and_examples():
     assert bounds_for("zh").span_chars < bounds_for("en").span_chars
     assert bounds_for("fr") == bounds_for("en")
     assert bounds_for("en", {"en": SMALL}) == SMALL
-    assert json_example("ner", reason=False) == '{"entities": [{"type": "<entity type>", "text": "<entity>"}]}'
+    assert json_example("ner", reason=False) == '{"entities": [{"type": "...", "text": "..."}]}'
     assert json_example("re", reason=True).startswith('{"reason": "...", "triples"')
     assert list(make_expert("ner", load_schema("conllpp")).json_schema["properties"]) == ["entities"]
     assert list(make_expert("ner", load_schema("conllpp"), reason=True).json_schema["properties"])[0] == "reason"
