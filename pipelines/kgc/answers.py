@@ -1,14 +1,30 @@
-"""Json-mode answers: one pydantic model per task, its JSON schema (type fields as enums of a
-dataset's schema) for constrained decoding, the short answer form shown in prompts, and the
-mapping of a validated answer to the typed :class:`Extraction`."""
+"""Json-mode answers: one pydantic model per task, its bounded JSON schema for constrained
+decoding, the short answer form shown in prompts, and the mapping of a validated answer to the
+typed :class:`Extraction`.
+
+The schema sent to the backend (:func:`answer_schema`) bounds everything a reply can hold, so a
+schema-valid reply closes within the task's ``max_tokens`` instead of being cut off:
+
+- type fields are enums of the dataset's schema (entity types, relation names, event types), and
+  each event type admits only its own argument roles (one ``anyOf`` branch per event type);
+- every span (entity, head, tail, trigger, argument) has 1 to ``span_chars`` characters, every
+  list at most ``items`` entries (``arguments`` per event), the reason at most ``reason_chars``
+  (xgrammar counts characters and admits no escapes inside bounded strings);
+- ``reason`` is only asked for in collaboration rounds (the paper asks for reasons there; round 0
+  and the single-call baselines extract directly), and every property is required.
+
+What a schema cannot bound (a span that does not occur in the sentence) is counted after parsing.
+The pydantic models stay unbounded: they validate replies of backends without constrained decoding.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from pipelines.config import StrictModel
 from pipelines.kgc.schema import Argument, Entity, Event, Schema, Triple
 
 
@@ -62,27 +78,85 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {"ner": NERAnswer, "re": REAnswer, "
 
 
 JSON_EXAMPLES = {
-    "ner": '{"reason": "...", "entities": [{"type": "<entity type>", "text": "<entity>"}]}',
-    "re": '{"reason": "...", "triples": [{"head": "<head entity>", "relation": "<relation type>", '
-    '"tail": "<tail entity>"}]}',
-    "ee": '{"reason": "...", "events": [{"event_type": "<event type>", "trigger": "<trigger word>", '
-    '"arguments": [{"role": "<role>", "text": "<argument>"}]}]}',
+    "ner": '{"reason": "...", "entities": [{"type": "...", "text": "..."}]}',
+    "re": '{"reason": "...", "triples": [{"head": "...", "relation": "...", "tail": "..."}]}',
+    "ee": '{"reason": "...", "events": [{"event_type": "...", "trigger": "...", "arguments": [{"role": "...", '
+    '"text": "..."}]}]}',
 }
-"""The answer form shown to the model in json mode (short; the backend enforces the full schema)."""
+"""The answer form shown to the model in json mode: keys only (the backend enforces the full schema;
+placeholder words such as ``<head entity>`` were copied verbatim by SmolLM2 into 2 of 6 answers)."""
+
+ITEMS_KEY = {"ner": "entities", "re": "triples", "ee": "events"}
 
 
-def answer_schema(task: str, schema: Schema | None = None) -> dict[str, Any]:
-    """The JSON schema of a task's answer; with ``schema``, type fields are enums of its types."""
-    result = ANSWER_MODELS[task].model_json_schema()
-    if schema is not None:
-        defs = result.get("$defs", {})
-        enum = {"ner": ("NEREntity", "type"), "re": ("RETriple", "relation"), "ee": ("EEEvent", "event_type")}[task]
-        if schema.types():
-            defs[enum[0]]["properties"][enum[1]]["enum"] = schema.types()
-        if task == "ee":
-            roles = sorted({r for roles in schema.events.values() for r in roles})
-            defs["EEArgument"]["properties"]["role"]["enum"] = roles
-    return result
+def json_example(task: str, *, reason: bool = True) -> str:
+    """The answer form of ``task`` shown in json mode, with or without the ``reason`` field."""
+    return JSON_EXAMPLES[task] if reason else JSON_EXAMPLES[task].replace('"reason": "...", ', "")
+
+
+class AnswerBounds(StrictModel):
+    """Upper bounds written into a json-mode answer schema (see the module doc); choose them so
+    that the longest schema-valid reply fits the task's ``max_tokens``."""
+
+    items: int = Field(3, ge=1, description="entities / triples / events per answer")
+    arguments: int = Field(2, ge=0, description="arguments per event")
+    span_chars: int = Field(32, ge=1, description="characters of an entity, head, tail, trigger or argument")
+    reason_chars: int = Field(80, ge=0, description="characters of the reason of a collaboration round")
+
+
+DEFAULT_BOUNDS = {"en": AnswerBounds(), "zh": AnswerBounds(span_chars=10, reason_chars=24)}
+"""Per language: Chinese takes about 1.9 SmolLM2 tokens per character, English about 0.25."""
+
+
+def bounds_for(language: str, table: dict[str, AnswerBounds] | None = None) -> AnswerBounds:
+    """The bounds of ``language`` in ``table`` (else :data:`DEFAULT_BOUNDS`, else the English ones)."""
+    for candidates in (table or {}, DEFAULT_BOUNDS):
+        if language in candidates:
+            return candidates[language]
+    return DEFAULT_BOUNDS["en"]
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def _choice(names: list[str], fallback: dict[str, Any]) -> dict[str, Any]:
+    return {"enum": names} if names else fallback
+
+
+def answer_schema(
+    task: str, schema: Schema | None = None, *, bounds: AnswerBounds | None = None, reason: bool = True
+) -> dict[str, Any]:
+    """The bounded JSON schema of a task's answer: ``{"reason"?, "<items key>": [...]}``.
+
+    ``schema`` (a dataset's) turns type fields into enums and gives each event type its roles;
+    ``bounds`` default to :data:`DEFAULT_BOUNDS` of the schema's language; ``reason`` adds the
+    reason field first (collaboration rounds)."""
+    b = bounds or bounds_for(schema.language if schema else "en")
+    span = {"type": "string", "minLength": 1, "maxLength": b.span_chars}
+    label = {"type": "string", "minLength": 1, "maxLength": b.span_chars}
+    types = schema.types() if schema is not None else []
+    if task == "ner":
+        item = _object({"type": _choice(types, label), "text": span})
+    elif task == "re":
+        item = _object({"head": span, "relation": _choice(types, label), "tail": span})
+    elif task == "ee":
+
+        def event(event_type: dict[str, Any], roles: list[str]) -> dict[str, Any]:
+            argument = _object({"role": _choice(roles, label), "text": span})
+            limit = b.arguments if roles or not types else 0
+            arguments = {"type": "array", "items": argument, "maxItems": limit}
+            return _object({"event_type": event_type, "trigger": span, "arguments": arguments})
+
+        if types:
+            item = {"anyOf": [event({"const": name}, list(schema.events[name])) for name in types]}
+        else:
+            item = event(label, [])
+    else:
+        raise ValueError(f"unknown task {task!r}; use ner, re or ee")
+    properties: dict[str, Any] = {"reason": {"type": "string", "maxLength": b.reason_chars}} if reason else {}
+    properties[ITEMS_KEY[task]] = {"type": "array", "items": item, "maxItems": b.items}
+    return _object(properties)
 
 
 def from_model(task: str, answer: BaseModel) -> Extraction:

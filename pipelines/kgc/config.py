@@ -30,10 +30,12 @@ class SelfConsistencyConfig(StrictModel):
 
 class SFTConfig(StrictModel):
     """SFT rows from the team's final answers (sentence + task -> extraction in the output mode's
-    format): rows of the first ``shots`` entry, sentences whose final answer scores at least
-    ``min_f1`` against gold (0 keeps every answer that parsed)."""
+    format), of the first ``shots`` entry (see :mod:`pipelines.kgc.sft`): ``keep: correct`` keeps
+    an answer's extractions that match gold (a row when one does), ``answer`` the whole answer;
+    both only for sentences whose final answer scores at least ``min_f1``."""
 
-    min_f1: float = Field(0.5, ge=0.0, le=1.0)
+    keep: Literal["correct", "answer"] = "correct"
+    min_f1: float = Field(0.0, ge=0.0, le=1.0)
 
 
 class OutputsConfig(GenerationOutputs):

@@ -23,10 +23,20 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipelines.agents import ParseError
-from pipelines.kgc.answers import ANSWER_MODELS, JSON_EXAMPLES, Extraction, answer_schema, from_model
+from pipelines.kgc.answers import ANSWER_MODELS, JSON_EXAMPLES, Extraction, answer_schema, from_model, json_example
 from pipelines.kgc.schema import Argument, Entity, Event, Schema, Triple
+from pipelines.kgc.scoring import norm
 
-__all__ = ["ANSWER_MODELS", "JSON_EXAMPLES", "Extraction", "answer_schema", "answer_text", "from_model"]
+__all__ = [
+    "ANSWER_MODELS",
+    "JSON_EXAMPLES",
+    "Extraction",
+    "answer_schema",
+    "answer_text",
+    "from_model",
+    "json_example",
+    "ungrounded",
+]
 
 ANSWER_MARK = re.compile(r"(?:final answer|answer|答案|最终答案)\s*[:：]", re.I)
 NO_ANSWER = re.compile(r"^\W*(no|none|无|没有|不存在)\W*$", re.I)
@@ -267,3 +277,19 @@ def schema_filter(task: str, items: list[Any], schema: Schema) -> tuple[list[Any
         elif item not in kept:
             kept.append(item)
     return kept, dropped
+
+
+def _spans(task: str, item: Any) -> list[str]:
+    if task == "ner":
+        return [item.text]
+    if task == "re":
+        return [item.head, item.tail]
+    return [item.trigger, *(a.text for a in item.arguments)]
+
+
+def ungrounded(task: str, items: list[Any], text: str) -> int:
+    """How many of ``items`` hold a span that does not occur in ``text`` (after the scorer's
+    normalisation of case and whitespace). A schema cannot bound this, so such items are counted
+    (and score as false positives), not dropped."""
+    sentence = norm(text)
+    return sum(any(norm(span) not in sentence for span in _spans(task, item)) for item in items)

@@ -116,7 +116,14 @@ def build_systems(cfg: KGCConfig, runtime: LLMRuntime, schemas, selector, langua
                 continue
             if method == "autokg":
                 runner: Any = AutoKG(
-                    runtime.for_role, schemas, shots=shots, selector=selector, mode=cfg.output_mode, **sampling
+                    runtime.for_role,
+                    schemas,
+                    shots=shots,
+                    selector=selector,
+                    mode=cfg.output_mode,
+                    bounds=cfg.team.bounds,
+                    type_names=cfg.output_mode == "json" and cfg.team.json_types == "names",
+                    **sampling,
                 )
             elif method == "chatie":
                 runner = ChatIE(runtime.for_role, schemas, mode=cfg.output_mode, **sampling)
@@ -205,7 +212,9 @@ async def _generate(cfg: KGCConfig, root: Path, runtime: LLMRuntime) -> dict[str
         if result is None:
             return []
         f1 = score(s.task, [(s.gold(), result.final.items)])["overall"]["f1"]
-        row = sft_row_for(s, result, min_f1=cfg.sft.min_f1, f1=f1, mode=cfg.output_mode, model=teacher)
+        row = sft_row_for(
+            s, result, min_f1=cfg.sft.min_f1, keep=cfg.sft.keep, f1=f1, mode=cfg.output_mode, model=teacher
+        )
         return [row] if row is not None else []
 
     report = await run_systems(

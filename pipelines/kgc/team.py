@@ -28,8 +28,9 @@ from pydantic import Field
 from pipelines.agents import SampleTrace
 from pipelines.config import StrictModel
 from pipelines.kgc.agents.experts import DISPLAY, expert_vars, make_expert
+from pipelines.kgc.answers import DEFAULT_BOUNDS, AnswerBounds, bounds_for
 from pipelines.kgc.demos import DemoSelector, demonstration_vars
-from pipelines.kgc.parsing import answer_text, schema_filter
+from pipelines.kgc.parsing import answer_text, schema_filter, ungrounded
 from pipelines.kgc.schema import Schema, Sentence, Task
 
 
@@ -48,7 +49,11 @@ def _members(*pairs: tuple[str, str]) -> list[MemberConfig]:
 
 class TeamConfig(StrictModel):
     """The team and the paper's ablation switches (the number of shots K comes per run, see
-    :class:`CooperKGC`; ``ways`` is N of the N-way K-shot demonstrations, M = N x K)."""
+    :class:`CooperKGC`; ``ways`` is N of the N-way K-shot demonstrations, M = N x K).
+
+    Json mode: ``bounds`` per language cap the answer schema (:class:`AnswerBounds`);
+    ``json_types: names`` lists only the type names in the prompt (the answer schema enforces the
+    types and each event type's roles), ``full`` the paper's list with head/tail types and roles."""
 
     members: dict[str, list[MemberConfig]] = Field(
         default_factory=lambda: {
@@ -63,6 +68,8 @@ class TeamConfig(StrictModel):
     max_attempts: int = Field(2, ge=1)
     retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
     max_tokens: dict[Literal["ner", "re", "ee"], int] = {}
+    bounds: dict[str, AnswerBounds] = Field(default_factory=lambda: dict(DEFAULT_BOUNDS))
+    json_types: Literal["names", "full"] = "names"
 
 
 @dataclass
@@ -81,6 +88,7 @@ class ExpertRound:
     error: str | None = None
     malformed: int = 0
     dropped: int = 0
+    ungrounded: int = 0
     prompt: list[dict[str, str]] = field(default_factory=list, repr=False)
 
 
@@ -166,12 +174,14 @@ class CooperKGC:
             raise ValueError(f"the {sentence.language} team has no {sentence.task} expert for {sentence.id}")
         return experts, primary
 
-    def _agent(self, expert: Expert):
-        key = (expert.task, expert.schema.name)
+    def _agent(self, expert: Expert, *, reason: bool):
+        key = (expert.task, expert.schema.name, reason)
         if key not in self._agents:
             self._agents[key] = make_expert(
                 expert.task,
                 expert.schema,
+                bounds=bounds_for(expert.schema.language, self.cfg.bounds),
+                reason=reason,
                 max_attempts=self.cfg.max_attempts,
                 retry_temperature=self.cfg.retry_temperature,
                 max_tokens=self.cfg.max_tokens.get(expert.task),
@@ -192,8 +202,9 @@ class CooperKGC:
     async def ask(
         self, expert: Expert, sentence: Sentence, trace: SampleTrace, *, round: int, vars: dict, **extra
     ) -> ExpertRound:
-        """One expert call, parsed and filtered to its schema; its trace row is added."""
-        record = await self._agent(expert).run(
+        """One expert call, parsed and filtered to its schema; its trace row is added. Collaboration
+        rounds (``round > 0``) ask for a reason, round 0 for the extraction only."""
+        record = await self._agent(expert, reason=round > 0).run(
             self.llm(expert),
             vars,
             sample_index=extra.pop("sample_index", 0),
@@ -207,6 +218,7 @@ class CooperKGC:
         if record.ok:
             out.items, out.dropped = schema_filter(expert.task, record.parsed.items, expert.schema)
             out.malformed, out.reason = record.parsed.malformed, record.parsed.reason
+            out.ungrounded = ungrounded(expert.task, out.items, sentence.text)
             out.replica = answer_text(expert.task, out.items, mode=self.mode)
         trace.add(
             record,
@@ -217,6 +229,7 @@ class CooperKGC:
             kept=out.replica,
             dropped=out.dropped,
             malformed=out.malformed,
+            ungrounded=out.ungrounded,
             **extra,
         )
         return out
@@ -229,6 +242,7 @@ class CooperKGC:
             "text": sentence.text,
             "language": sentence.language,
             "background": self.cfg.background,
+            "type_names": self.mode == "json" and self.cfg.json_types == "names",
         }
         demos = {e.name: self.demonstrations(e, sentence) for e in experts}
         first = await asyncio.gather(

@@ -94,6 +94,12 @@ class TransformersBackendConfig(_RoleSampling):
     batch_wait_ms: float = Field(10.0, ge=0)
     trust_remote_code: bool = False
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
+    split_batch_tokens: int | None = Field(
+        1024,
+        ge=0,
+        description="a batch is split into generate calls of similar prompt length when each extra call "
+        "saves more than this many padded prompt tokens (None: one generate per batch)",
+    )
 
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -5,7 +5,9 @@ its tokenizer from a folder on the first request (in a worker thread), optionall
 LoRA adapter merged in. Each request is rendered with the tokenizer's own chat template and
 queued; a :class:`MicroBatcher` gathers up to ``max_batch_size`` sequences (a request with
 ``n > 1`` is ``n`` sequences) waiting at most ``batch_wait_ms`` and runs ONE left-padded
-``generate`` for them in a thread. Requests in a batch may differ in every sampling setting:
+``generate`` for them in a thread, or one per group of similar prompt length when that saves more
+than ``split_batch_tokens`` padded prompt tokens per extra call (:func:`length_groups`; padding
+costs a CPU prefill as much as real tokens). Requests in a batch may differ in every sampling setting:
 
 - sampling is done per row by :class:`RowSampler` (temperature, top-p, and a generator seeded
   from the request's ``seed`` and choice index), so ``temperature == 0`` rows stay greedy and a
@@ -139,6 +141,30 @@ class RowStopper:
         return done.to(input_ids.device)
 
 
+def length_groups(lengths: list[int], rows: list[int], overhead: int | None) -> list[list[int]]:
+    """Indices of requests (prompt ``lengths``, ``rows`` sequences each) in groups of similar
+    length, longest first, minimising the padded prompt area (sum of rows x longest prompt per
+    group) plus ``overhead`` per group; ``overhead=None`` keeps one group. Left padding costs a
+    CPU prefill as much as real tokens, so one long prompt in a batch of short ones multiplies
+    its cost; each extra group costs its own decode steps, which ``overhead`` stands for."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    if overhead is None or len(order) < 2:
+        return [order] if order else []
+    best, cut = [0.0] + [float("inf")] * len(order), [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        count = 0
+        for start in range(end - 1, -1, -1):  # group order[start:end]; its longest is order[start]
+            count += rows[order[start]]
+            cost = best[start] + count * lengths[order[start]] + overhead
+            if cost < best[end]:
+                best[end], cut[end] = cost, start
+    groups, end = [], len(order)
+    while end > 0:
+        groups.append(order[cut[end] : end])
+        end = cut[end]
+    return groups[::-1]
+
+
 class TransformersBackend:
     """A local causal LM behind the :class:`Backend` protocol, with dynamic micro-batching."""
 
@@ -232,6 +258,16 @@ class TransformersBackend:
         return await self._batcher.submit(_Request(list(prompt_ids), params, grammar))
 
     def _generate_batch(self, requests: list[_Request]) -> list[ChatResult]:
+        """The batch's requests in groups of similar prompt length (:func:`length_groups`), one
+        ``generate`` per group, results in request order."""
+        lengths = [len(r.prompt_ids) for r in requests]
+        results: list[ChatResult | None] = [None] * len(requests)
+        for group in length_groups(lengths, [r.params.n for r in requests], self.spec.split_batch_tokens):
+            for index, result in zip(group, self._generate_group([requests[i] for i in group]), strict=True):
+                results[index] = result
+        return results  # type: ignore[return-value]
+
+    def _generate_group(self, requests: list[_Request]) -> list[ChatResult]:
         """Run ONE ``generate`` for all rows of ``requests``; split the output back per request."""
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList

@@ -38,7 +38,20 @@ CASES = {
     "ee_en_json_nobackground": (
         "ee",
         Schema("tiny_ee", "ee", "en", events={"Life:Be-Born": ("Person", "Time", "Place")}),
-        dict(text="Messi was born in 1987 .", language="en", mode="json", background=False),
+        dict(text="Messi was born in 1987 .", language="en", mode="json", background=False, type_names=True),
+    ),
+    "re_en_json_round1": (
+        "re",
+        Schema("tiny_re", "re", "en", relations={"per:date_of_birth": ("PERSON", "DATE")}),
+        dict(
+            text="Born in 1987 Lionel Messi plays football .",
+            language="en",
+            mode="json",
+            type_names=True,
+            round=1,
+            last_answer='{"triples": []}',
+            peers=[{"name": "NER expert agent", "answer": '{"entities": [{"type": "PER", "text": "Lionel Messi"}]}'}],
+        ),
     ),
     "ner_zh_round0": ("ner", load_schema("msra"), dict(text="王小明在北京工作。", language="zh")),
     "ee_zh_round1": (

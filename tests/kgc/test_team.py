@@ -136,6 +136,11 @@ def test_json_mode_sends_the_schema_and_parses_the_answer_model():
     result = asyncio.run(team.run(messi_sentence(), trace))
     assert result.final.items[0].arguments[0].text == "1987" and result.failed == 0
     assert all(r["mode"] == "json" for r in trace.rows) and len(seen) == 6
-    enums = [s["$defs"]["EEEvent"]["properties"]["event_type"]["enum"] for s in seen if "EEEvent" in s.get("$defs", {})]
-    assert enums and enums[0] == list(SCHEMAS["ace05"].events)
+    ee = [s for s in seen if "events" in s["properties"]]
+    assert len(ee) == 2 and [list(s["properties"]) for s in ee] == [["events"], ["reason", "events"]]  # round 0, 1
+    branches = ee[0]["properties"]["events"]["items"]["anyOf"]
+    assert [b["properties"]["event_type"]["const"] for b in branches] == list(SCHEMAS["ace05"].events)
+    born = next(b for b in branches if b["properties"]["event_type"]["const"] == "Life:Be-Born")
+    roles = born["properties"]["arguments"]["items"]["properties"]["role"]["enum"]
+    assert roles == list(SCHEMAS["ace05"].events["Life:Be-Born"])
     assert '"Trigger Type' not in trace.rows[-1]["prompt"][-1]["content"]  # peers' replicas are JSON too

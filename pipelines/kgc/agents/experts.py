@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Agent
-from pipelines.kgc.parsing import ANSWER_MODELS, JSON_EXAMPLES, Extraction, answer_schema, from_model, parse_text_answer
+from pipelines.kgc.answers import AnswerBounds
+from pipelines.kgc.parsing import ANSWER_MODELS, Extraction, answer_schema, from_model, json_example, parse_text_answer
 from pipelines.kgc.schema import Schema
 
 HERE = Path(__file__).parent
@@ -24,11 +25,12 @@ DISPLAY = {
 }
 
 
-def types_text(schema: Schema) -> str:
+def types_text(schema: Schema, *, names_only: bool = False) -> str:
     """The constrained type list as the paper writes it: ``[PER, LOC]``, ``[rel: [Head, Tail], ...]``,
-    ``[Event: [Role, ...], ...]``."""
-    if schema.task == "ner":
-        return "[" + ", ".join(schema.entity_types) + "]"
+    ``[Event: [Role, ...], ...]``; ``names_only``: ``[rel, ...]``, ``[Event, ...]`` (json mode, where
+    the answer schema holds the types and each event type's roles)."""
+    if schema.task == "ner" or names_only:
+        return "[" + ", ".join(schema.types()) + "]"
     if schema.task == "re":
         return "[" + ", ".join(f"{r}: [{h}, {t}]" for r, (h, t) in schema.relations.items()) + "]"
     return "[" + ", ".join(f"{e}: [{', '.join(roles)}]" for e, roles in schema.events.items()) + "]"
@@ -41,12 +43,15 @@ def extraction_agent(
     schema: Schema,
     *,
     role: str | None = None,
+    bounds: AnswerBounds | None = None,
+    reason: bool = True,
     **sampling: Any,
 ) -> Agent[Extraction]:
     """An agent whose reply is a ``task`` extraction: text mode parses the paper's format
     (``schema`` splits tuples whose spans hold commas); json mode validates the task's answer
-    model, whose JSON schema restricts the type fields to ``schema``'s types (so constrained
-    decoding can only pick those). ``sampling``: Agent keywords (max_attempts, temperature, n, ...)."""
+    model and sends the backend the bounded answer schema (:func:`answer_schema`: ``schema``'s
+    types as enums, ``bounds`` (default: per language), the reason field when ``reason``).
+    ``sampling``: Agent keywords (max_attempts, temperature, n, ...)."""
     agent = Agent(
         name,
         folder,
@@ -56,13 +61,23 @@ def extraction_agent(
         from_output=partial(from_model, task),
         **{k: v for k, v in sampling.items() if v is not None or k in ("retry_temperature",)},
     )
-    agent.json_schema = answer_schema(task, schema)
+    agent.json_schema = answer_schema(task, schema, bounds=bounds, reason=reason)
     return agent
 
 
-def make_expert(task: str, schema: Schema, *, role: str | None = None, **sampling: Any) -> Agent[Extraction]:
-    """The expert of ``task`` (template ``<task>_expert``, role ``<task>_expert``)."""
-    return extraction_agent(f"{task}_expert", HERE, task, schema, role=role or f"{task}_expert", **sampling)
+def make_expert(
+    task: str,
+    schema: Schema,
+    *,
+    role: str | None = None,
+    bounds: AnswerBounds | None = None,
+    reason: bool = False,
+    **sampling: Any,
+) -> Agent[Extraction]:
+    """The expert of ``task`` (template ``<task>_expert``, role ``<task>_expert``); ``reason``:
+    its json answer starts with a reason (collaboration rounds), else it extracts directly."""
+    name = f"{task}_expert"
+    return extraction_agent(name, HERE, task, schema, role=role or name, bounds=bounds, reason=reason, **sampling)
 
 
 def expert_vars(
@@ -75,15 +90,17 @@ def expert_vars(
     round: int = 0,
     last_answer: str = "",
     peers: list[dict[str, str]] | None = None,
+    type_names: bool = False,
 ) -> dict[str, Any]:
     """Template variables of one expert call (round 0 when ``round == 0``, else collaboration);
     the agent adds ``output_mode`` when it renders (json mode shows ``json_example``, the short
-    answer form; the backend is sent the full schema)."""
+    answer form, with a reason in collaboration rounds; the backend is sent the full schema).
+    ``type_names``: the type list without head/tail types and roles (see :func:`types_text`)."""
     return {
         "language": language,
         "background": background,
-        "types": types_text(schema),
-        "json_example": JSON_EXAMPLES[schema.task],
+        "types": types_text(schema, names_only=type_names),
+        "json_example": json_example(schema.task, reason=round > 0),
         "demonstrations": demonstrations or [],
         "text": text,
         "round": round,

@@ -1,0 +1,183 @@
+"""Json-mode answer schemas: their bounds, what xgrammar (the transformers backend's constrained
+decoding) admits under them with the SmolLM2 tokenizer, and that the longest reply they admit for
+every dataset of params.yaml fits the task's max_tokens there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.agents import ParseError
+from pipelines.kgc.agents.experts import make_expert
+from pipelines.kgc.answers import ITEMS_KEY, AnswerBounds, answer_schema, bounds_for, json_example
+from pipelines.kgc.schema import Schema, load_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+ACE = Schema(
+    "tiny_ace",
+    "ee",
+    "en",
+    events={"Life:Be-Born": ("Person", "Time", "Place"), "Conflict:Attack": ("Attacker", "Target")},
+)
+SMALL = AnswerBounds(items=2, arguments=1, span_chars=8, reason_chars=12)
+
+
+def test_schema_bounds_every_string_and_list():
+    schema = answer_schema("ner", load_schema("conllpp"), bounds=SMALL, reason=True)
+    assert list(schema["properties"]) == ["reason", "entities"] and schema["required"] == ["reason", "entities"]
+    assert schema["properties"]["reason"] == {"type": "string", "maxLength": 12}
+    entities = schema["properties"]["entities"]
+    assert entities["maxItems"] == 2
+    item = entities["items"]
+    assert item["properties"]["type"] == {"enum": ["PER", "LOC", "ORG", "MISC"]}
+    assert item["properties"]["text"] == {"type": "string", "minLength": 1, "maxLength": 8}
+    assert item["additionalProperties"] is False and item["required"] == ["type", "text"]
+    assert list(answer_schema("ner", load_schema("conllpp"), bounds=SMALL, reason=False)["properties"]) == ["entities"]
+    triple = answer_schema("re", load_schema("nyt11_hrl"), bounds=SMALL)["properties"]["triples"]["items"]
+    assert triple["properties"]["relation"]["enum"] == list(load_schema("nyt11_hrl").relations)
+    assert triple["properties"]["head"]["maxLength"] == triple["properties"]["tail"]["maxLength"] == 8
+
+
+def test_each_event_type_admits_only_its_roles():
+    branches = answer_schema("ee", ACE, bounds=SMALL)["properties"]["events"]["items"]["anyOf"]
+    got = {
+        b["properties"]["event_type"]["const"]: b["properties"]["arguments"]["items"]["properties"]["role"]["enum"]
+        for b in branches
+    }
+    assert got == {"Life:Be-Born": ["Person", "Time", "Place"], "Conflict:Attack": ["Attacker", "Target"]}
+    assert all(b["properties"]["arguments"]["maxItems"] == 1 for b in branches)
+    assert all(b["properties"]["trigger"]["minLength"] == 1 for b in branches)
+
+
+def test_bounds_per_language_and_examples():
+    assert bounds_for("zh").span_chars < bounds_for("en").span_chars
+    assert bounds_for("fr") == bounds_for("en")
+    assert bounds_for("en", {"en": SMALL}) == SMALL
+    assert json_example("ner", reason=False) == '{"entities": [{"type": "...", "text": "..."}]}'
+    assert json_example("re", reason=True).startswith('{"reason": "...", "triples"')
+    assert list(make_expert("ner", load_schema("conllpp")).json_schema["properties"]) == ["entities"]
+    assert list(make_expert("ner", load_schema("conllpp"), reason=True).json_schema["properties"])[0] == "reason"
+
+
+def test_bounded_replies_parse_and_ungrounded_spans_are_counted():
+    from pipelines.kgc.parsing import ungrounded
+    from pipelines.kgc.schema import Argument, Entity, Event, Triple
+
+    agent = make_expert("ee", ACE, bounds=SMALL, reason=True)
+    reply = '{"reason": "born", "events": [{"event_type": "Life:Be-Born", "trigger": "born", "arguments": []}]}'
+    assert agent.parse(reply, "json").items == [Event("Life:Be-Born", "born")]
+    assert agent.parse('{"events": []}', "json").items == []  # a round-0 form parses too
+    with pytest.raises(ParseError):
+        agent.parse('{"reason": "cut off before the events', "json", truncated=True)
+    text = "Messi was born in  Rosario in 1987 ."
+    assert ungrounded("ner", [Entity("PER", "messi"), Entity("LOC", "Barcelona")], text) == 1
+    assert ungrounded("re", [Triple("Messi", "born_in", "rosario"), Triple("<head entity>", "r", "Messi")], text) == 1
+    events = [Event("Life:Be-Born", "born", (Argument("Time", "1987"),)), Event("X", "born", (Argument("T", "x"),))]
+    assert ungrounded("ee", events, text) == 1
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from tests.tiny_models import smollm2_dir
+
+    return AutoTokenizer.from_pretrained(smollm2_dir())
+
+
+def _grammar(tokenizer, schema):
+    import xgrammar as xgr
+
+    info = xgr.TokenizerInfo.from_huggingface(tokenizer, stop_token_ids=[tokenizer.eos_token_id])
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    return compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
+
+
+def _admits(tokenizer, grammar, text: str) -> bool:
+    import xgrammar as xgr
+
+    matcher = xgr.GrammarMatcher(grammar)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return all(matcher.accept_token(i) for i in ids)
+
+
+@pytest.mark.slow
+def test_xgrammar_enforces_the_bounds(tokenizer):
+    grammar = _grammar(tokenizer, answer_schema("ee", ACE, bounds=SMALL, reason=True))
+    event = '{"event_type": "Life:Be-Born", "trigger": "%s", "arguments": [%s]}'
+    time = '{"role": "Time", "text": "1987"}'
+    good = '{"reason": "r", "events": [' + event % ("born", time) + "]}"
+    assert _admits(tokenizer, grammar, good)
+    assert _admits(tokenizer, grammar, '{"reason": "", "events": []}')
+    bad = {
+        "reason too long": '{"reason": "1234567890123", "events": []}',
+        "span too long": '{"reason": "", "events": [' + event % ("bornbornb", "") + "]}",
+        "empty trigger": '{"reason": "", "events": [' + event % ("", "") + "]}",
+        "role of another type": '{"reason": "", "events": [' + event % ("born", time.replace("Time", "Target")) + "]}",
+        "too many arguments": '{"reason": "", "events": [' + event % ("born", time + ", " + time) + "]}",
+        "too many events": '{"reason": "", "events": [' + ", ".join([event % ("born", "")] * 3) + "]}",
+        "type not in schema": '{"reason": "", "events": [{"event_type": "Life:Die", "trigger": "x", "arguments": []}]}',
+        "no reason asked in round 0 form": '{"events": []}',
+        "escape inside a bounded string": '{"reason": "a\\"b", "events": []}',
+    }
+    assert {k: _admits(tokenizer, grammar, v) for k, v in bad.items()} == {k: False for k in bad}
+    round0 = _grammar(tokenizer, answer_schema("ee", ACE, bounds=SMALL, reason=False))
+    assert _admits(tokenizer, round0, '{"events": []}')
+    assert not _admits(tokenizer, round0, '{"reason": "", "events": []}')
+    zh = _grammar(tokenizer, answer_schema("ner", load_schema("msra"), bounds=AnswerBounds(span_chars=3), reason=False))
+    assert _admits(tokenizer, zh, '{"entities": [{"type": "LOC", "text": "罗萨里"}]}')  # characters, not bytes
+    assert not _admits(tokenizer, zh, '{"entities": [{"type": "LOC", "text": "罗萨里奥"}]}')
+
+
+def _densest(tokenizer, texts: list[str], chars: int) -> str:
+    """The window of ``chars`` characters of ``texts`` that takes the most tokens."""
+    windows = [t[i : i + chars] for t in texts for i in range(max(1, len(t) - chars + 1))]
+    return max(windows, key=lambda w: len(tokenizer(w, add_special_tokens=False)["input_ids"]))
+
+
+def _longest_reply(tokenizer, schema: Schema, bounds: AnswerBounds, texts: list[str]) -> str:
+    """The longest reply the bounded schema admits, its strings filled with the densest text of
+    the dataset (every list full, the longest type and role names, a full reason)."""
+    count = lambda s: len(tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
+    span, reason = _densest(tokenizer, texts, bounds.span_chars), _densest(tokenizer, texts, bounds.reason_chars)
+    if schema.task == "ner":
+        item = {"type": max(schema.types(), key=count), "text": span}
+    elif schema.task == "re":
+        item = {"head": span, "relation": max(schema.types(), key=count), "tail": span}
+    else:
+
+        def size(name):
+            return count(name) + bounds.arguments * max([count(r) for r in schema.events[name]] or [0])
+
+        name = max(schema.types(), key=size)
+        roles = schema.events[name]
+        arguments = [{"role": max(roles, key=count), "text": span}] * (bounds.arguments if roles else 0)
+        item = {"event_type": name, "trigger": span, "arguments": arguments}
+    return json.dumps({"reason": reason, ITEMS_KEY[schema.task]: [item] * bounds.items}, ensure_ascii=False)
+
+
+@pytest.mark.slow
+def test_longest_admitted_reply_fits_max_tokens_for_every_dataset(tokenizer, monkeypatch):
+    """For each dataset of params.yaml (the demo fallbacks when ../shared is absent): the longest
+    reply its bounded schema admits (with a reason, as in collaboration rounds) is a valid answer for
+    xgrammar and, with its EOS, is no longer than the task's max_tokens: it closes, it is never cut."""
+    from pipelines.kgc.config import KGCConfig
+    from pipelines.kgc.run import read_data
+
+    monkeypatch.chdir(ROOT)
+    cfg = KGCConfig.model_validate(yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["kgc"])
+    evaluated, pools, schemas, data = read_data(cfg, ROOT)
+    assert data["datasets"]
+    for name in data["datasets"]:
+        schema = schemas[name]
+        bounds = bounds_for(schema.language, cfg.team.bounds)
+        texts = [s.text for s in pools[name] + [s for s in evaluated if s.dataset == name]][:40]
+        reply = _longest_reply(tokenizer, schema, bounds, texts)
+        json_schema = answer_schema(schema.task, schema, bounds=bounds, reason=True)
+        assert _admits(tokenizer, _grammar(tokenizer, json_schema), reply), (name, reply)
+        limit = cfg.team.max_tokens.get(schema.task, cfg.llm.sampling.max_tokens)
+        tokens = len(tokenizer(reply, add_special_tokens=False)["input_ids"]) + 1
+        assert tokens <= limit, f"{name}: the longest admitted reply takes {tokens} tokens > max_tokens {limit}"
