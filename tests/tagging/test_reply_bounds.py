@@ -261,7 +261,7 @@ def random_reply(schema: dict, rng: random.Random, root: dict | None = None) -> 
         count = rng.randint(schema.get("minItems", 0), schema["maxItems"])
         return "[" + ", ".join(random_reply(schema["items"], rng, root) for _ in range(count)) + "]"
     if kind == "number":
-        return rng.choice(["0", "-3", "47", "0.5", "-1250.25", "9999999"])
+        return rng.choice(["0", "-3", "47", "0.5", "-1250.25", "1000000", "-999999.125"])
     if "pattern" in schema:
         return json.dumps(_random_match(sre.parse(schema["pattern"]), rng), ensure_ascii=False)
     plain = [c for c in POOL if c not in '"\\\n\t']
