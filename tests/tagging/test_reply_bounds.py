@@ -161,7 +161,8 @@ def test_xgrammar_admits_exactly_what_pydantic_validates(pattern):
 def test_a_question_mark_after_a_repeat_group_is_what_xgrammar_gets_wrong():
     """Why the patterns use {0,1}: xgrammar 0.2.7 admits 19 digits for this former number pattern."""
     old = r"^-?[0-9]{1,9}(\.[0-9]{1,6})?(/[0-9]{1,6})?%?$"
-    assert disagreements(old)
+    with pytest.raises(ValidationError):
+        TypeAdapter(Annotated[str, Field(pattern=old)]).validate_python("1010101010101010101")
     assert _is_grammar_accept_string(grammar({"type": "string", "pattern": old}), '"1010101010101010101"')
     assert not _is_grammar_accept_string(grammar({"type": "string", "pattern": nj.NUMBER_TEXT}), '"1010101010101"')
 
@@ -260,7 +261,7 @@ def random_reply(schema: dict, rng: random.Random, root: dict | None = None) -> 
         count = rng.randint(schema.get("minItems", 0), schema["maxItems"])
         return "[" + ", ".join(random_reply(schema["items"], rng, root) for _ in range(count)) + "]"
     if kind == "number":
-        return rng.choice(["0", "-3", "47", "0.5", "-1250.25", "9999999"])
+        return rng.choice(["0", "-3", "47", "0.5", "-1250.25", "1000000", "-999999.125"])
     if "pattern" in schema:
         return json.dumps(_random_match(sre.parse(schema["pattern"]), rng), ensure_ascii=False)
     plain = [c for c in POOL if c not in '"\\\n\t']
