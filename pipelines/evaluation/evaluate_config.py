@@ -21,6 +21,14 @@ SystemName = Literal["tagging", "kgc", "tutoring"]
 SYSTEMS: tuple[str, ...] = ("tagging", "kgc", "tutoring")
 
 
+def known_roles(roles: list[str], valid: tuple[str, ...]) -> list[str]:
+    """``roles`` when each is one of the system's LLM roles ``valid``; ValueError naming them otherwise."""
+    unknown = [r for r in roles if r not in valid]
+    if unknown:
+        raise ValueError(f"unknown role(s) {unknown}; this system's roles: {', '.join(valid)}")
+    return roles
+
+
 class BootstrapConfig(StrictModel):
     """Seeded paired percentile bootstrap of every tuned-vs-base delta."""
 
@@ -48,17 +56,33 @@ class TaggingEvalConfig(TunedRoles):
     """The tagging team on ``items`` pairs of the evaluation split (seeded by ``tagging.data.seed``;
     null: the whole split)."""
 
-    roles: list[str] = Field(default_factory=lambda: ["planner", "solver", "semantic_judge", "numerical_judge"])
+    roles: list[str] = Field(
+        default_factory=lambda: ["planner", "solver", "semantic_judge", "numerical_judge"], min_length=1
+    )
     items: int | None = Field(4, ge=1)
+
+    @field_validator("roles")
+    @classmethod
+    def _tagging_roles(cls, roles: list[str]) -> list[str]:
+        from pipelines.tagging.config import ROLES
+
+        return known_roles(roles, ROLES)
 
 
 class KGCEvalConfig(TunedRoles):
     """CooperKGC (0-shot) on ``items`` sentences per dataset drawn with ``seed`` from the sentences
     that gave no SFT row (null: each ``kgc.datasets`` entry's own ``sample`` / ``seed``)."""
 
-    roles: list[str] = Field(default_factory=lambda: ["ner_expert", "re_expert", "ee_expert"])
+    roles: list[str] = Field(default_factory=lambda: ["ner_expert", "re_expert", "ee_expert"], min_length=1)
     items: int | None = Field(None, ge=1)
     seed: int | None = None
+
+    @field_validator("roles")
+    @classmethod
+    def _kgc_roles(cls, roles: list[str]) -> list[str]:
+        from pipelines.kgc.config import ROLES
+
+        return known_roles(roles, ROLES)
 
 
 def _default_judges() -> list[JudgeConfig]:
@@ -80,6 +104,13 @@ class TutoringEvalConfig(TunedRoles):
     extra_rows: str | None = "data/generated/ram2c/dpo.jsonl"
     judge_llm: LLMConfig | None = None
     hts: HTSConfig = Field(default_factory=lambda: HTSConfig(mode="json", judges=_default_judges()))
+
+    @field_validator("roles")
+    @classmethod
+    def _ram2c_roles(cls, roles: list[str]) -> list[str]:
+        from pipelines.ram2c.config import ROLES
+
+        return known_roles(roles, ROLES)
 
 
 class EvaluateOutputs(StrictModel):
