@@ -118,3 +118,19 @@ def test_kgc_sample_skips_excluded_sentences():
     excluded = {s.id for s in first}
     again, *_ = read_data(cfg, DEMO, exclude_ids=excluded)
     assert len(again) == 3 and not {s.id for s in again} & excluded
+
+
+def test_the_project_params_and_dvc_stage_agree():
+    import yaml
+
+    from tests.evaluation.evaluate_fixtures import ROOT
+
+    cfg = validate_section(
+        yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"], EvaluateConfig, section="evaluate"
+    )
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["evaluate"]
+    assert {cfg.sft_adapter, cfg.dpo_adapter, cfg.data_card, cfg.tutoring.dataset, cfg.tutoring.extra_rows} <= set(
+        stage["deps"]
+    )
+    assert stage["metrics"] == [{f"{cfg.outputs.reports_dir}/metrics.json": {"cache": False}}]
+    assert cfg.outputs.traces_dir in stage["outs"] and {"evaluate", "tagging", "kgc", "ram2c"} == set(stage["params"])
