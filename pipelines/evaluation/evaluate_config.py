@@ -126,6 +126,7 @@ class EvaluateConfig(StrictModel):
     sft_adapter: str = "models/sft/final"
     dpo_adapter: str = "models/dpo/final"
     data_card: str = "data/train/data_card.json"
+    sft_dataset: str = "data/train/sft"
     tagging: TaggingEvalConfig = TaggingEvalConfig()
     kgc: KGCEvalConfig = KGCEvalConfig()
     tutoring: TutoringEvalConfig = TutoringEvalConfig()

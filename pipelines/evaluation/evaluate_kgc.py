@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines.evaluation.bootstrap import delta_row
 from pipelines.evaluation.evaluate_config import EvaluateConfig
-from pipelines.evaluation.tuned import check_held_out, require_adapter, tuned_llm_config
+from pipelines.evaluation.tuned import check_held_out, require_adapter, trained_rows, tuned_llm_config
 from pipelines.io import read_jsonl
 from pipelines.kgc.config import KGCConfig, OutputsConfig
 from pipelines.kgc.run import generate_kgc_async
@@ -25,10 +25,11 @@ from pipelines.kgc.scoring import score
 SYSTEM = "cooperkgc@0shot"
 
 
-def sft_sentence_ids(kgc: KGCConfig, root: Path) -> set[str]:
-    """Sentence ids (``<dataset>:<index>``) of the generation stage's SFT rows."""
+def sft_sentence_ids(kgc: KGCConfig, root: Path, sft_dataset: Path) -> set[str]:
+    """Sentence ids (``<dataset>:<index>``) of the generation stage's SFT rows and of the KGC rows
+    of the SFT dataset."""
     ids = set()
-    for row in read_jsonl(root / kgc.outputs.generated_dir / "sft.jsonl"):
+    for row in read_jsonl(root / kgc.outputs.generated_dir / "sft.jsonl") + trained_rows(sft_dataset, "kgc"):
         dataset = (row.get("meta") or {}).get("dataset", "")
         tail = str(row.get("id", "")).removeprefix("kgc-").removeprefix(f"{dataset}-")
         ids.add(f"{dataset}:{tail}")
@@ -93,7 +94,7 @@ async def evaluate_kgc(kgc: KGCConfig, ev: EvaluateConfig, *, root: Path) -> dic
     """Run both arms; returns ``{"section": metrics.json's kgc section, "deltas": [rows], "specs"}``."""
     spec = ev.kgc
     adapter = None if spec.tuned_backend else str(require_adapter(root / ev.sft_adapter, method="sft"))
-    trained = sft_sentence_ids(kgc, root)
+    trained = sft_sentence_ids(kgc, root, root / ev.sft_dataset)
     out = root / ev.outputs.traces_dir / "kgc"
     tuned_llm = tuned_llm_config(kgc.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
     arms: dict[str, dict[str, Any]] = {}

@@ -16,7 +16,7 @@ from typing import Any
 
 from pipelines.evaluation.bootstrap import delta_row
 from pipelines.evaluation.evaluate_config import EvaluateConfig
-from pipelines.evaluation.tuned import check_held_out, require_adapter, tuned_llm_config
+from pipelines.evaluation.tuned import check_held_out, require_adapter, trained_rows, tuned_llm_config
 from pipelines.io import read_jsonl
 from pipelines.stage import StageError
 from pipelines.tagging.config import OutputsConfig, TaggingConfig
@@ -41,12 +41,13 @@ def arm_config(tagging: TaggingConfig, ev: EvaluateConfig, *, llm: Any, folder: 
     )
 
 
-def trained_and_held_out_ids(tagging: TaggingConfig, root: Path) -> tuple[set[str], set[str]]:
+def trained_and_held_out_ids(tagging: TaggingConfig, root: Path, sft_dataset: Path) -> tuple[set[str], set[str]]:
     """``(ids the SFT rows may come from, ids of the evaluation split)`` as the generation stage
-    recorded them (``split.json``, ``sft.jsonl``)."""
+    recorded them (``split.json``, ``sft.jsonl``) and the tagging rows of the SFT dataset."""
     folder = root / tagging.outputs.generated_dir
     split = json.loads((folder / "split.json").read_text(encoding="utf-8"))
-    sft_ids = {str(row.get("id", "")).removeprefix("tagging-") for row in read_jsonl(folder / "sft.jsonl")}
+    rows = read_jsonl(folder / "sft.jsonl") + trained_rows(sft_dataset, "tagging")
+    sft_ids = {str(row.get("id", "")).removeprefix("tagging-") for row in rows}
     return set(split["ids"]["generation"]) | sft_ids, set(split["ids"]["evaluation"])
 
 
@@ -70,7 +71,7 @@ async def evaluate_tagging(tagging: TaggingConfig, ev: EvaluateConfig, *, root: 
     """Run both arms; returns ``{"section": metrics.json's tagging section, "deltas": [rows], "specs"}``."""
     spec = ev.tagging
     adapter = None if spec.tuned_backend else str(require_adapter(root / ev.sft_adapter, method="sft"))
-    trained, evaluation_ids = trained_and_held_out_ids(tagging, root)
+    trained, evaluation_ids = trained_and_held_out_ids(tagging, root, root / ev.sft_dataset)
     out = root / ev.outputs.traces_dir / "tagging"
     tuned_llm = tuned_llm_config(tagging.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
     arms: dict[str, dict[str, Any]] = {}

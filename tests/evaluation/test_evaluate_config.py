@@ -134,3 +134,51 @@ def test_the_project_params_and_dvc_stage_agree():
     )
     assert stage["metrics"] == [{f"{cfg.outputs.reports_dir}/metrics.json": {"cache": False}}]
     assert cfg.outputs.traces_dir in stage["outs"] and {"evaluate", "tagging", "kgc", "ram2c"} == set(stage["params"])
+
+
+def test_rows_of_the_sft_dataset_count_as_trained_on(tmp_path):
+    from pipelines.evaluation.evaluate_kgc import sft_sentence_ids
+    from pipelines.evaluation.evaluate_tagging import trained_and_held_out_ids
+    from pipelines.tagging.config import TaggingConfig
+    from pipelines.training.dataset_builder import save_dataset_dict
+    from pipelines.training.rows import normalise_row, sft_row
+
+    def row(source, sample_id, dataset):
+        messages = [{"role": "user", "content": f"q {sample_id}"}, {"role": "assistant", "content": "a"}]
+        return normalise_row(
+            sft_row(messages, source=source, sample_id=sample_id, meta={"dataset": dataset}), "sft", source
+        )
+
+    save_dataset_dict(
+        {
+            "train": [row("kgc", "nyt11_hrl-3", "nyt11_hrl"), row("tagging", "add-en-01", "")],
+            "eval": [row("kgc", "ace05-demo-2", "ace05")],
+        },
+        "sft",
+        tmp_path / "data/train/sft",
+    )
+    jsonl(
+        tmp_path / "data/generated/kgc/sft.jsonl",
+        [
+            sft_row(
+                [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+                source="kgc",
+                sample_id="conllpp-21",
+                meta={"dataset": "conllpp"},
+            )
+        ],
+    )
+    kgc = KGCConfig.model_validate(
+        {
+            "datasets": [{"name": "d", "format": "conll", "files": ["x"]}],
+            "llm": {"default": {"kind": "scripted", "replies": "r"}},
+        }
+    )
+    assert sft_sentence_ids(kgc, tmp_path, tmp_path / "data/train/sft") == {"nyt11_hrl:3", "ace05:demo-2", "conllpp:21"}
+    assert sft_sentence_ids(kgc, tmp_path, tmp_path / "absent") == {"conllpp:21"}
+    folder = tmp_path / "data/generated/tagging"
+    jsonl(folder / "sft.jsonl", [])
+    (folder / "split.json").write_text(json.dumps({"ids": {"generation": ["g1"], "evaluation": ["e1", "add-en-01"]}}))
+    tagging = TaggingConfig.model_validate({"llm": {"default": {"kind": "scripted", "replies": "r"}}})
+    trained, held_out = trained_and_held_out_ids(tagging, tmp_path, tmp_path / "data/train/sft")
+    assert trained == {"g1", "add-en-01"} and held_out == {"e1", "add-en-01"}
