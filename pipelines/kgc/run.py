@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,11 @@ from pipelines.llm.client import LLMRuntime
 log = logging.getLogger(__name__)
 
 
-def read_data(cfg: KGCConfig, root: Path) -> tuple[list[Sentence], dict[str, list[Sentence]], dict[str, Schema], dict]:
-    """``(evaluated sentences, pools by dataset, schemas by name, data summary)``."""
+def read_data(
+    cfg: KGCConfig, root: Path, *, exclude_ids: Collection[str] = ()
+) -> tuple[list[Sentence], dict[str, list[Sentence]], dict[str, Schema], dict]:
+    """``(evaluated sentences, pools by dataset, schemas by name, data summary)``; sentences whose
+    id is in ``exclude_ids`` (e.g. those that gave SFT rows) are never sampled for evaluation."""
     evaluated, pools, summary = [], {}, {"datasets": {}, "left_out": []}
     schemas = {p.stem: load_schema(p.stem) for p in sorted(SCHEMA_DIR.glob("*.json"))}
     for entry in cfg.datasets:
@@ -50,7 +54,8 @@ def read_data(cfg: KGCConfig, root: Path) -> tuple[list[Sentence], dict[str, lis
             continue
         dataset = load_dataset(resolved, root)
         if resolved.evaluate:
-            sample, rest = split_sample(dataset.sentences, resolved.sample, seed=resolved.seed)
+            candidates = [s for s in dataset.sentences if s.id not in exclude_ids] if exclude_ids else dataset.sentences
+            sample, rest = split_sample(candidates, resolved.sample, seed=resolved.seed)
         else:
             sample, rest = [], dataset.sentences
         pools[entry.name] = load_dataset(resolved, root, pool=True).sentences if resolved.pool_files else rest
@@ -174,21 +179,24 @@ def _team_prediction(result: TeamResult | None) -> dict[str, Any] | None:
 
 
 async def generate_kgc_async(
-    cfg: KGCConfig, root: Path | str = ".", runtime: LLMRuntime | None = None
+    cfg: KGCConfig, root: Path | str = ".", runtime: LLMRuntime | None = None, *, exclude_ids: Collection[str] = ()
 ) -> dict[str, Any]:
-    """Run the stage; a runtime passed in is used and left open, one made here is closed."""
+    """Run the stage; a runtime passed in is used and left open, one made here is closed.
+    ``exclude_ids``: sentence ids never evaluated (the evaluate stage's held-out run)."""
     root = Path(root)
     own = runtime is None
     runtime = runtime or LLMRuntime(cfg.llm)
     try:
-        return await _generate(cfg, root, runtime)
+        return await _generate(cfg, root, runtime, exclude_ids=frozenset(exclude_ids))
     finally:
         if own:
             await runtime.close()
 
 
-async def _generate(cfg: KGCConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
-    evaluated, pools, schemas, data = read_data(cfg, root)
+async def _generate(
+    cfg: KGCConfig, root: Path, runtime: LLMRuntime, *, exclude_ids: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    evaluated, pools, schemas, data = read_data(cfg, root, exclude_ids=exclude_ids)
     await runtime.preflight()
     selector = make_selector(cfg, pools, evaluated, root)
     systems = build_systems(cfg, runtime, schemas, selector, {s.language for s in evaluated})

@@ -1,0 +1,105 @@
+"""Stage ``evaluate`` as one function: the tuned models back inside the three systems, each against
+the base model on held-out data, with the generation stage's metrics and paired bootstrap deltas.
+
+    metrics = evaluate(cfg, {"tagging": TaggingConfig, "kgc": KGCConfig, "ram2c": Ram2cConfig})
+
+- tagging: the SFT adapter as the team's agents (:mod:`pipelines.evaluation.evaluate_tagging`);
+- kgc: the SFT adapter as the CooperKGC experts (:mod:`pipelines.evaluation.evaluate_kgc`);
+- tutoring: the DPO adapter as the responder, HTS pairwise judging (:mod:`pipelines.evaluation.evaluate_tutoring`).
+
+Returns the metrics (the stage writes ``<reports_dir>/metrics.json``)::
+
+    {"offline_default": bool,
+     "tagging": {"base": {metric: value}, "tuned": {...}, "n", "provenance", "models", ...},
+     "kgc": {"base": {...}, "tuned": {...}, "n", "provenance", "datasets", "rows", "reference", ...},
+     "tutoring": {"hts": {"tables": {"1": {"rows": ..., "provenance"}}, ...}, "n", ...},
+     "deltas": [bootstrap.delta_row rows], "deltas_provenance": str,
+     "systems": [...], "seconds": {system: s}, "bootstrap": {...}}
+
+and writes ``<reports_dir>/tables.md`` (the report's own tables of these sections).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines.evaluation.evaluate_config import EvaluateConfig
+from pipelines.evaluation.tuned import offline_default, require_adapter
+from pipelines.io import atomic_open
+
+log = logging.getLogger(__name__)
+SECTION_OF = {"tagging": "tagging", "kgc": "kgc", "tutoring": "ram2c"}
+"""The params section each system's base setup comes from."""
+ADAPTER_OF = {"tagging": "sft", "kgc": "sft", "tutoring": "dpo"}
+
+
+def needed_sections(cfg: EvaluateConfig) -> list[str]:
+    """The generate sections the chosen systems read (``tagging``, ``kgc``, ``ram2c``)."""
+    return [SECTION_OF[s] for s in cfg.systems]
+
+
+def check_adapters(cfg: EvaluateConfig, root: Path) -> None:
+    """Fail before any run when an adapter a chosen system needs is missing (names the train stage)."""
+    for system in cfg.systems:
+        if getattr(cfg, system).tuned_backend is None:
+            method = ADAPTER_OF[system]
+            require_adapter(root / getattr(cfg, f"{method}_adapter"), method=method)
+
+
+def tables_markdown(metrics: dict[str, Any]) -> str:
+    """``tables.md``: the report's tables of these metrics (same builders as ``reports/summary.md``)."""
+    from pipelines.evaluation.report_render import summary_markdown
+    from pipelines.evaluation.summary import OFFLINE_BANNER, build_sections
+
+    view = {k: metrics[k] for k in ("offline_default", "tagging", "kgc", "deltas", "deltas_provenance") if k in metrics}
+    if "tutoring" in metrics:
+        view["hts"] = metrics["tutoring"]["hts"]
+    banner = OFFLINE_BANNER if metrics.get("offline_default") else ""
+    return summary_markdown(build_sections(view), [], title="Tuned vs base inside the systems", banner=banner)
+
+
+async def evaluate_async(cfg: EvaluateConfig, sections: dict[str, Any], root: Path | str = ".") -> dict[str, Any]:
+    """Run the chosen systems one after another (each loads and frees its models)."""
+    from pipelines.evaluation.evaluate_kgc import evaluate_kgc
+    from pipelines.evaluation.evaluate_tagging import evaluate_tagging
+    from pipelines.evaluation.evaluate_tutoring import evaluate_tutoring
+
+    root = Path(root)
+    check_adapters(cfg, root)
+    runners = {"tagging": evaluate_tagging, "kgc": evaluate_kgc, "tutoring": evaluate_tutoring}
+    metrics: dict[str, Any] = {}
+    deltas, specs, seconds = [], [], {}
+    for system in cfg.systems:
+        start = time.perf_counter()
+        result = await runners[system](sections[SECTION_OF[system]], cfg, root=root)
+        seconds[system] = round(time.perf_counter() - start, 1)
+        metrics[system] = result["section"]
+        deltas += result["deltas"]
+        specs += result["specs"]
+        log.info("evaluate: %s done in %.0f s (%d held-out items)", system, seconds[system], result["section"]["n"])
+    b = cfg.bootstrap
+    metrics = {
+        "offline_default": offline_default(specs),
+        **metrics,
+        "deltas": deltas,
+        "deltas_provenance": (
+            "held-out items of each system (tagging evaluation split, KGC sentences without SFT rows, tutoring "
+            f"prompts outside the DPO train split), paired by item; percentile bootstrap, {b.resamples} resamples, "
+            f"seed {b.seed}; tutoring rows: HTS score of the tuned replies vs parity (50)"
+        ),
+        "systems": list(cfg.systems),
+        "seconds": seconds,
+        "bootstrap": b.model_dump(),
+    }
+    with atomic_open(root / cfg.outputs.reports_dir / "tables.md") as handle:
+        handle.write(tables_markdown(metrics))
+    return metrics
+
+
+def evaluate(cfg: EvaluateConfig, sections: dict[str, Any], root: Path | str = ".") -> dict[str, Any]:
+    """Run the stage; returns the metrics (the stage writes them to ``<reports_dir>/metrics.json``)."""
+    return asyncio.run(evaluate_async(cfg, sections, root))

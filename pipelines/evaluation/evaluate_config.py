@@ -1,0 +1,142 @@
+"""The ``evaluate`` section of params.yaml (stage ``evaluate``): which systems measure the tuned
+models, on how many held-out items, in which roles, and how the comparison is bootstrapped.
+
+The base model and everything else of a system (data, prompts, sampling, output mode) come from
+that system's own generate section (``tagging``, ``kgc``, ``ram2c``), so the base run asks the
+same requests as generation and the shared request cache answers them. The tuned run is the
+same with the roles below on ``base + adapter`` (or on ``tuned_backend``: a served fine-tune).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from pipelines.config import StrictModel
+from pipelines.evaluation.hts_config import HTSConfig, JudgeConfig
+from pipelines.llm.config import BackendConfig, LLMConfig
+
+SystemName = Literal["tagging", "kgc", "tutoring"]
+SYSTEMS: tuple[str, ...] = ("tagging", "kgc", "tutoring")
+
+
+def known_roles(roles: list[str], valid: tuple[str, ...]) -> list[str]:
+    """``roles`` when each is one of the system's LLM roles ``valid``; ValueError naming them otherwise."""
+    unknown = [r for r in roles if r not in valid]
+    if unknown:
+        raise ValueError(f"unknown role(s) {unknown}; this system's roles: {', '.join(valid)}")
+    return roles
+
+
+class BootstrapConfig(StrictModel):
+    """Seeded paired percentile bootstrap of every tuned-vs-base delta."""
+
+    resamples: int = Field(1000, ge=1)
+    seed: int = 0
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+
+
+class TunedRoles(StrictModel):
+    """The roles the model under test plays; ``tuned_backend`` (a served fine-tune, e.g. an
+    ``openai`` endpoint) replaces ``base + adapter`` in them when set."""
+
+    roles: list[str] = Field(min_length=1)
+    tuned_backend: BackendConfig | None = None
+
+    @field_validator("roles")
+    @classmethod
+    def _distinct(cls, roles: list[str]) -> list[str]:
+        if len(set(roles)) != len(roles):
+            raise ValueError(f"roles must be distinct, got {roles}")
+        return roles
+
+
+class TaggingEvalConfig(TunedRoles):
+    """The tagging team on ``items`` pairs of the evaluation split (seeded by ``tagging.data.seed``;
+    null: the whole split)."""
+
+    roles: list[str] = Field(
+        default_factory=lambda: ["planner", "solver", "semantic_judge", "numerical_judge"], min_length=1
+    )
+    items: int | None = Field(4, ge=1)
+
+    @field_validator("roles")
+    @classmethod
+    def _tagging_roles(cls, roles: list[str]) -> list[str]:
+        from pipelines.tagging.config import ROLES
+
+        return known_roles(roles, ROLES)
+
+
+class KGCEvalConfig(TunedRoles):
+    """CooperKGC (0-shot) on ``items`` sentences per dataset drawn with ``seed`` from the sentences
+    that gave no SFT row (null: each ``kgc.datasets`` entry's own ``sample`` / ``seed``)."""
+
+    roles: list[str] = Field(default_factory=lambda: ["ner_expert", "re_expert", "ee_expert"], min_length=1)
+    items: int | None = Field(None, ge=1)
+    seed: int | None = None
+
+    @field_validator("roles")
+    @classmethod
+    def _kgc_roles(cls, roles: list[str]) -> list[str]:
+        from pipelines.kgc.config import ROLES
+
+        return known_roles(roles, ROLES)
+
+
+def _default_judges() -> list[JudgeConfig]:
+    return [
+        JudgeConfig(name="base-seed1", seed=1, temperature=0.7, max_tokens=128),
+        JudgeConfig(name="base-seed2", seed=2, temperature=0.7, max_tokens=128),
+    ]
+
+
+class TutoringEvalConfig(TunedRoles):
+    """The DPO adapter as the responder (``roles``: ``[drafter]``) on held-out (topic, student
+    answer) prompts: the DPO eval split plus ``extra_rows`` rows whose prompt is not in the train
+    split; ``items`` of them (seeded by ``hts.seed``; null: all). ``judge_llm`` (null: the ram2c
+    section's drafter backend, i.e. the base model) runs the judges of ``hts``."""
+
+    roles: list[str] = Field(default_factory=lambda: ["drafter"], min_length=1, max_length=1)
+    items: int | None = Field(8, ge=1)
+    dataset: str = "data/train/dpo"
+    extra_rows: str | None = "data/generated/ram2c/dpo.jsonl"
+    judge_llm: LLMConfig | None = None
+    hts: HTSConfig = Field(default_factory=lambda: HTSConfig(mode="json", judges=_default_judges()))
+
+    @field_validator("roles")
+    @classmethod
+    def _ram2c_roles(cls, roles: list[str]) -> list[str]:
+        from pipelines.ram2c.config import ROLES
+
+        return known_roles(roles, ROLES)
+
+
+class EvaluateOutputs(StrictModel):
+    """``traces_dir/<system>/{base,tuned}/`` (traces, predictions, usage) and ``reports_dir``
+    (metrics.json, tables.md)."""
+
+    traces_dir: str = "data/evaluate"
+    reports_dir: str = "reports/evaluate"
+
+
+class EvaluateConfig(StrictModel):
+    systems: list[SystemName] = Field(default_factory=lambda: list(SYSTEMS), min_length=1)
+    sft_adapter: str = "models/sft/final"
+    dpo_adapter: str = "models/dpo/final"
+    data_card: str = "data/train/data_card.json"
+    sft_dataset: str = "data/train/sft"
+    tagging: TaggingEvalConfig = TaggingEvalConfig()
+    kgc: KGCEvalConfig = KGCEvalConfig()
+    tutoring: TutoringEvalConfig = TutoringEvalConfig()
+    bootstrap: BootstrapConfig = BootstrapConfig()
+    outputs: EvaluateOutputs = EvaluateOutputs()
+    progress: bool = True
+
+    @field_validator("systems")
+    @classmethod
+    def _distinct_systems(cls, systems: list[str]) -> list[str]:
+        if len(set(systems)) != len(systems):
+            raise ValueError(f"systems must be distinct, got {systems}")
+        return systems

@@ -1,0 +1,143 @@
+"""The SFT adapter as the CooperKGC experts, against the base model, on sentences that gave no SFT row.
+
+Both arms are :func:`pipelines.kgc.run.generate_kgc_async` with the ``kgc`` section overridden:
+CooperKGC alone at 0 shots, ``items`` sentences per dataset drawn with ``seed`` (null: each
+dataset's own sample size and seed, so with no SFT row excluded the base arm repeats the generation
+stage's requests) from the sentences whose id is not in ``data/generated/kgc/sft.jsonl``; outputs
+under ``<traces_dir>/kgc/{base,tuned}``. Scores are the generation stage's strict micro-F1, per
+dataset and pooled over every evaluated sentence (the bootstrap resamples sentences).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipelines.evaluation.bootstrap import delta_row
+from pipelines.evaluation.evaluate_config import EvaluateConfig
+from pipelines.evaluation.tuned import check_held_out, require_adapter, trained_rows, tuned_llm_config
+from pipelines.io import read_jsonl
+from pipelines.kgc.config import KGCConfig, OutputsConfig
+from pipelines.kgc.run import generate_kgc_async
+from pipelines.kgc.schema import Argument, Entity, Event, Triple
+from pipelines.kgc.scoring import score
+
+SYSTEM = "cooperkgc@0shot"
+
+
+def sft_sentence_ids(kgc: KGCConfig, root: Path, sft_dataset: Path) -> set[str]:
+    """Sentence ids (``<dataset>:<index>``) of the generation stage's SFT rows and of the KGC rows
+    of the SFT dataset."""
+    ids = set()
+    for row in read_jsonl(root / kgc.outputs.generated_dir / "sft.jsonl") + trained_rows(sft_dataset, "kgc"):
+        dataset = (row.get("meta") or {}).get("dataset", "")
+        tail = str(row.get("id", "")).removeprefix("kgc-").removeprefix(f"{dataset}-")
+        ids.add(f"{dataset}:{tail}")
+    return ids
+
+
+def arm_config(kgc: KGCConfig, ev: EvaluateConfig, *, llm: Any, folder: Path) -> KGCConfig:
+    """The ``kgc`` section for one arm: CooperKGC at 0 shots on the held-out sample, outputs in ``folder``."""
+    sample = {} if ev.kgc.items is None else {"sample": ev.kgc.items}
+    seed = {} if ev.kgc.seed is None else {"seed": ev.kgc.seed}
+    return kgc.model_copy(
+        update={
+            "systems": ["cooperkgc"],
+            "shots": [0],
+            "datasets": [d.model_copy(update={**sample, **seed}) for d in kgc.datasets],
+            "llm": llm,
+            "outputs": OutputsConfig(generated_dir=str(folder), reports_dir=str(folder)),
+            "progress": ev.progress,
+        }
+    )
+
+
+def items_of(task: str, values: list[dict[str, Any]]) -> list[Any]:
+    """Entities, triples or events back from their JSON form in ``predictions.jsonl``."""
+    if task == "ner":
+        return [Entity(v["type"], v["text"], v.get("start", -1), v.get("end", -1)) for v in values]
+    if task == "re":
+        qualifiers = lambda v: tuple(tuple(q) for q in v.get("qualifiers", []))  # noqa: E731
+        return [Triple(v["head"], v["relation"], v["tail"], qualifiers(v)) for v in values]
+    return [
+        Event(v["type"], v["trigger"], tuple(Argument(a["role"], a["text"]) for a in v.get("arguments", [])))
+        for v in values
+    ]
+
+
+def sentence_counts(folder: Path) -> dict[str, dict[str, int]]:
+    """``{sentence id: {"tp", "pred", "gold"}}`` of the final round of an arm (a failed sentence predicts nothing)."""
+    out = {}
+    for row in read_jsonl(folder / "predictions.jsonl"):
+        prediction = row["predictions"].get(SYSTEM) or {}
+        final = prediction.get("rounds", [[]])[-1] if prediction.get("rounds") else []
+        overall = score(row["task"], [(items_of(row["task"], row["gold"]), items_of(row["task"], final))])["overall"]
+        out[row["id"]] = {k: overall[k] for k in ("tp", "pred", "gold")}
+    return out
+
+
+def micro(counts: list[dict[str, int]]) -> dict[str, float]:
+    """Pooled micro precision, recall and F1 of per-sentence counts."""
+    tp, pred, gold = (sum(c[k] for c in counts) for k in ("tp", "pred", "gold"))
+    return {
+        "precision": tp / pred if pred else 0.0,
+        "recall": tp / gold if gold else 0.0,
+        "f1": 2 * tp / (pred + gold) if pred + gold else 0.0,
+    }
+
+
+def micro_f1(counts: list[dict[str, int]]) -> float:
+    return micro(counts)["f1"]
+
+
+async def evaluate_kgc(kgc: KGCConfig, ev: EvaluateConfig, *, root: Path) -> dict[str, Any]:
+    """Run both arms; returns ``{"section": metrics.json's kgc section, "deltas": [rows], "specs"}``."""
+    spec = ev.kgc
+    adapter = None if spec.tuned_backend else str(require_adapter(root / ev.sft_adapter, method="sft"))
+    trained = sft_sentence_ids(kgc, root, root / ev.sft_dataset)
+    out = root / ev.outputs.traces_dir / "kgc"
+    tuned_llm = tuned_llm_config(kgc.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
+    arms: dict[str, dict[str, Any]] = {}
+    for arm, llm in (("base", kgc.llm), ("tuned", tuned_llm)):
+        metrics = await generate_kgc_async(arm_config(kgc, ev, llm=llm, folder=out / arm), root, exclude_ids=trained)
+        counts = sentence_counts(out / arm)
+        check_held_out(counts, trained, system="kgc", where="SFT rows of generate_kgc")
+        arms[arm] = {"metrics": metrics, "counts": counts}
+    base, tuned = arms["base"], arms["tuned"]
+    deltas = [
+        delta_row(
+            tuned["counts"],
+            base["counts"],
+            team="kgc",
+            system="cooperkgc",
+            metric="micro_f1",
+            statistic=micro_f1,
+            **ev.bootstrap.model_dump(),
+        )
+    ]
+    base_model = Path(kgc.llm.spec_for(spec.roles[0]).model).name
+    tuned_name = spec.tuned_backend.model if spec.tuned_backend else f"{base_model} + {ev.sft_adapter}"
+    labels = {"base": f"CooperKGC, base ({base_model})", "tuned": f"CooperKGC, tuned ({tuned_name})"}
+    datasets = base["metrics"]["datasets"]
+    rows = {
+        labels[a]: {name: d["overall"]["f1"] for name, d in arms[a]["metrics"]["systems"][SYSTEM]["datasets"].items()}
+        for a in arms
+    }
+    n = len(base["counts"])
+    section = {
+        "base": micro(list(base["counts"].values())),
+        "tuned": micro(list(tuned["counts"].values())),
+        "n": n,
+        "provenance": (
+            f"{n} held-out sentences ({', '.join(datasets)}; none gave an SFT row), CooperKGC 0-shot with "
+            f"{kgc.team.rounds} round(s); experts {', '.join(spec.roles)} on {tuned_name} vs on {base_model}; "
+            "strict micro-F1 of the final round"
+        ),
+        "datasets": [{"name": name, "task": d["task"]} for name, d in datasets.items()],
+        "rows": rows,
+        "reference": {labels["tuned"]: labels["base"]},
+        "roles": list(spec.roles),
+        "failed_samples": {a: arms[a]["metrics"]["failed_samples"] for a in arms},
+    }
+    specs = [llm.spec_for(role) for llm in (kgc.llm, tuned_llm) for role in spec.roles]
+    return {"section": section, "deltas": deltas, "specs": specs}

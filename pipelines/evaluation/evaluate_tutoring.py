@@ -1,0 +1,224 @@
+"""The DPO adapter as the tutoring responder, against the base model, judged pairwise (HTS).
+
+Held-out items are (topic, student answer) prompts exactly as the RAM2C drafter saw them: the DPO
+rows of ``data/train/dpo``'s eval split, plus rows of ``extra_rows`` (the generated pairs) whose
+prompt is not in the train split (make_datasets splits by prompt, so these were never trained on).
+Each arm answers every prompt as the drafter does (its template's parser, sampling and tag, so the
+base arm's requests are those of generation); items both arms answered are judged per dimension
+by the HTS judges (:func:`pipelines.evaluation.hts_config.run_judging`: positions randomised,
+4/2/0 scoring, Fleiss' kappa).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipelines.agents import Runner, SampleTrace
+from pipelines.evaluation.bootstrap import delta_row
+from pipelines.evaluation.evaluate_config import EvaluateConfig, TutoringEvalConfig
+from pipelines.evaluation.hts import HTSItem
+from pipelines.evaluation.hts_config import run_judging
+from pipelines.evaluation.scoring import hts_score
+from pipelines.evaluation.tuned import check_held_out, require_adapter, tuned_llm_config
+from pipelines.io import read_jsonl, write_jsonl_atomic
+from pipelines.llm.client import LLMRuntime
+from pipelines.llm.config import LLMConfig
+from pipelines.ram2c.agents import FOLDER, ConversationAgent, ReplyOut, parse_reply
+from pipelines.ram2c.config import Ram2cConfig
+from pipelines.stage import StageError
+from pipelines.training.rows import RowError, normalise_row, prompt_key
+
+
+class RecordedPromptAgent(ConversationAgent):
+    """The drafter answering a recorded prompt: ``vars["prompt"]`` are its messages, unchanged."""
+
+    def render(self, language: str | None = None, *, output_mode: str = "text", **vars: Any) -> list[dict]:
+        self._check_mode(output_mode)
+        return [{"role": m["role"], "content": m["content"]} for m in vars["prompt"]]
+
+
+@dataclass(frozen=True)
+class HeldOutPrompt:
+    id: str
+    prompt: list[dict[str, str]]
+    topic: str
+    answer: str
+    language: str
+    turn: int
+
+
+def _meta(row: dict[str, Any]) -> dict[str, Any]:
+    meta = row.get("meta") or {}
+    return json.loads(meta) if isinstance(meta, str) else meta
+
+
+def held_out_prompts(cfg: TutoringEvalConfig, *, root: Path, seed: int, data_card: Path) -> list[HeldOutPrompt]:
+    """The held-out prompts (see the module docstring), ``cfg.items`` of them (seeded; sorted by id)."""
+    from datasets import load_from_disk
+
+    splits = load_from_disk(str(root / cfg.dataset))
+    train = list(splits["train"]) if "train" in splits else []
+    evaluation = list(splits["eval"]) if "eval" in splits else []
+    card = json.loads((root / data_card).read_text(encoding="utf-8"))
+    recorded = card.get("counts", {}).get("dpo", {}).get("eval")
+    if recorded is not None and recorded != len(evaluation):
+        raise StageError(
+            f"{data_card} records {recorded} DPO eval rows, {cfg.dataset} has {len(evaluation)}; rerun make_datasets"
+        )
+    candidates = evaluation
+    if cfg.extra_rows and (root / cfg.extra_rows).exists():
+        for row in read_jsonl(root / cfg.extra_rows):
+            try:
+                candidates.append(normalise_row(row, "dpo", "ram2c"))
+            except RowError:
+                continue
+    trained_prompts = {prompt_key(r) for r in train}
+    chosen: dict[str, dict[str, Any]] = {}
+    for row in candidates:
+        if prompt_key(row) not in trained_prompts and row["id"] not in chosen:
+            chosen[row["id"]] = row
+    ids = sorted(chosen)
+    if cfg.items is not None and cfg.items < len(ids):
+        ids = sorted(random.Random(seed).sample(ids, cfg.items))
+    check_held_out(ids, {r["id"] for r in train}, system="tutoring", where=f"DPO eval split of {cfg.dataset}")
+    prompts = []
+    for row_id in ids:
+        row, meta = chosen[row_id], _meta(chosen[row_id])
+        answer = next(m["content"] for m in reversed(row["prompt"]) if m["role"] == "user")
+        topic = str(meta.get("topic", ""))
+        prompts.append(
+            HeldOutPrompt(row_id, row["prompt"], topic, answer, meta.get("language", "en"), int(meta.get("turn", 1)))
+        )
+    return prompts
+
+
+def responder(ram2c: Ram2cConfig) -> RecordedPromptAgent:
+    """The drafter agent as the generation stage builds it (parser, schema, attempts, max tokens)."""
+    return RecordedPromptAgent(
+        "drafter",
+        FOLDER,
+        parse_reply,
+        output=ReplyOut,
+        max_tokens=ram2c.max_tokens.get("drafter"),
+        max_attempts=ram2c.max_attempts,
+        retry_temperature=ram2c.retry_temperature,
+    )
+
+
+async def replies(prompts, llm, agent, ram2c: Ram2cConfig, *, arm: str, folder: Path, progress: bool) -> dict[str, str]:
+    """``{prompt id: reply}`` of one arm (failed ones left out); its traces go to ``folder/traces.jsonl``."""
+
+    async def worker(p: HeldOutPrompt, trace: SampleTrace) -> str | None:
+        record = await agent.run(
+            llm, {"prompt": p.prompt, "language": p.language}, tag=f"drafter/{p.turn}", mode=ram2c.output_mode
+        )
+        trace.add(record, arm=arm)
+        return record.parsed if record.ok else None
+
+    report = await Runner(ram2c.concurrency, desc=f"tutoring {arm}", progress=progress).run(
+        prompts, worker, sample_id=lambda p: p.id
+    )
+    report.write_traces(folder / arm / "traces.jsonl")
+    return {p.id: r for p, r in zip(prompts, report.results, strict=True) if r}
+
+
+def tutoring_llm(ram2c: Ram2cConfig, cfg: TutoringEvalConfig, adapter: str | None) -> LLMConfig:
+    """One config for the run: roles ``base`` and ``tuned`` (the drafter's backend, its sampling;
+    tuned with the adapter) and the judges' roles on the base backend unless ``judge_llm`` is set."""
+    role = cfg.roles[0]
+    entry = ram2c.llm.roles.get(role)
+    base_spec = ram2c.llm.spec_for(role).model_copy(update={"sampling": entry.sampling if entry else None})
+    tuned = tuned_llm_config(ram2c.llm, [role], adapter=adapter, backend=cfg.tuned_backend).roles[role]
+    roles = {"base": base_spec, "tuned": tuned}
+    if cfg.judge_llm is None:
+        roles.update({r: base_spec.model_copy(update={"sampling": None}) for r in cfg.hts.roles()})
+    return LLMConfig(
+        default=base_spec.model_copy(update={"sampling": None}),
+        roles=roles,
+        cache=ram2c.llm.cache,
+        sampling=ram2c.llm.sampling,
+    )
+
+
+def dimension_deltas(judgments, ev: EvaluateConfig) -> list[dict[str, Any]]:
+    """Per dimension: the per-item HTS score of the tuned replies (its judges pooled) against parity (50)."""
+    rows = []
+    for dimension in ev.tutoring.hts.dimensions:
+        by_item: dict[str, list[str]] = {}
+        for j in judgments:
+            if j.dimension == dimension and j.outcome is not None:
+                by_item.setdefault(j.item_id, []).append(j.outcome)
+        if not by_item:
+            continue
+        tuned = {item: hts_score(outcomes) for item, outcomes in by_item.items()}
+        parity = dict.fromkeys(by_item, 50.0)
+        rows.append(
+            delta_row(
+                tuned,
+                parity,
+                team="tutoring",
+                system="responder",
+                metric=f"hts_{dimension}",
+                scale=1.0,
+                **ev.bootstrap.model_dump(),
+            )
+        )
+    return rows
+
+
+async def evaluate_tutoring(ram2c: Ram2cConfig, ev: EvaluateConfig, *, root: Path) -> dict[str, Any]:
+    """Answer the held-out prompts with both arms and judge them; returns ``{"section", "deltas", "specs"}``."""
+    cfg = ev.tutoring
+    adapter = None if cfg.tuned_backend else str(require_adapter(root / ev.dpo_adapter, method="dpo"))
+    prompts = held_out_prompts(cfg, root=root, seed=cfg.hts.seed, data_card=Path(ev.data_card))
+    llm_cfg = tutoring_llm(ram2c, cfg, adapter)
+    out = root / ev.outputs.traces_dir / "tutoring"
+    runtime = LLMRuntime(llm_cfg)
+    judges_runtime = LLMRuntime(cfg.judge_llm) if cfg.judge_llm is not None else runtime
+    try:
+        agent = responder(ram2c)
+        answered = {
+            arm: await replies(prompts, runtime.for_role(arm), agent, ram2c, arm=arm, folder=out, progress=ev.progress)
+            for arm in ("base", "tuned")
+        }
+        items = [
+            HTSItem(p.id, p.topic, p.answer, answered["tuned"][p.id], answered["base"][p.id], p.language)
+            for p in prompts
+            if p.id in answered["tuned"] and p.id in answered["base"]
+        ]
+        if not items:
+            raise StageError(
+                f"tutoring: no held-out prompt was answered by both arms ({len(prompts)} asked); see {out}"
+            )
+        judged = await run_judging(items, judges_runtime, cfg.hts, progress=ev.progress)
+    finally:
+        await runtime.close()
+        if judges_runtime is not runtime:
+            await judges_runtime.close()
+    judged["report"].write_traces(out / "judge_traces.jsonl")
+    write_jsonl_atomic(out / "judgments.jsonl", [j.to_row() for j in judged["judgments"]])
+    base_model = Path(llm_cfg.roles["base"].model).name
+    tuned_name = cfg.tuned_backend.model if cfg.tuned_backend else f"{base_model} + {ev.dpo_adapter}"
+    judges = ", ".join(j.name for j in cfg.hts.judges)
+    provenance = (
+        f"{len(items)} held-out (topic, student answer) prompts (DPO eval split and generated pairs not in the train "
+        f"split); replies of {tuned_name} vs {base_model} as the drafter, judged pairwise by {judges}"
+    )
+    hts = {
+        "tables": {"1": {"rows": {f"{tuned_name} vs {base_model}": judged["scores"]}, "provenance": provenance}},
+        "position_preference": judged["position_preference"],
+        "judges": [j.name for j in cfg.hts.judges],
+        "provenance": provenance,
+    }
+    section = {
+        "hts": hts,
+        "n": len(items),
+        "n_prompts": len(prompts),
+        "failed_replies": {arm: len(prompts) - len(answered[arm]) for arm in answered},
+    }
+    specs = [llm_cfg.roles["base"], llm_cfg.roles["tuned"]] + ([cfg.judge_llm.default] if cfg.judge_llm else [])
+    return {"section": section, "deltas": dimension_deltas(judged["judgments"], ev), "specs": specs}

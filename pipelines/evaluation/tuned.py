@@ -1,0 +1,108 @@
+"""The model under test inside a system: the system's own ``llm`` block with some roles moved onto
+``base + adapter`` (transformers merges the peft adapter, vLLM applies it per request), or onto a
+served fine-tune; and the checks that the adapter exists and the held-out items are held out.
+
+    tuned = tuned_llm_config(cfg.llm, ["planner", "solver"], adapter="models/sft/final")
+    require_adapter("models/sft/final", stage="train@sft")
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipelines.llm.config import LLMConfig
+from pipelines.stage import StageError
+
+ADAPTER_KINDS = ("transformers", "vllm")
+TRAIN_STAGES = {"sft": "train@sft", "dpo": "train@dpo"}
+
+
+def require_adapter(path: str | Path, *, method: str) -> Path:
+    """``path`` as a Path when it is an adapter folder (``adapter_config.json`` inside); else a
+    :class:`StageError` naming the train stage that makes it."""
+    folder = Path(path)
+    if not (folder / "adapter_config.json").is_file():
+        stage = TRAIN_STAGES.get(method, f"train@{method}")
+        raise StageError(
+            f"adapter {folder} not found (no adapter_config.json); run the train stage first: "
+            f"dvc repro {stage} (or python -m stages.train --section train.{method}), or fix evaluate.{method}_adapter"
+        )
+    return folder
+
+
+def tuned_llm_config(
+    llm: LLMConfig, roles: Sequence[str], *, adapter: str | None = None, backend: Any = None
+) -> LLMConfig:
+    """``llm`` with each of ``roles`` on its own backend spec plus ``adapter`` (or on ``backend``),
+    keeping the role's sampling; other roles are unchanged. Raises :class:`StageError` when a role
+    runs on a backend that cannot load an adapter."""
+    if (adapter is None) == (backend is None):
+        raise ValueError("give exactly one of adapter and backend")
+    new_roles: dict[str, Any] = dict(llm.roles)
+    for role in roles:
+        entry = llm.roles.get(role)
+        sampling = entry.sampling if entry is not None else None
+        if backend is not None:
+            new_roles[role] = backend.model_copy(update={"sampling": sampling})
+            continue
+        spec = llm.spec_for(role)
+        if spec.kind not in ADAPTER_KINDS:
+            raise StageError(
+                f"role {role} runs on a {spec.kind} backend, which cannot load the adapter {adapter}; "
+                f"run it on {' or '.join(ADAPTER_KINDS)}, or set tuned_backend to the served fine-tune"
+            )
+        new_roles[role] = spec.model_copy(update={"adapter": adapter, "sampling": sampling})
+    return llm.model_copy(update={"roles": new_roles})
+
+
+def base_llm_config(llm: LLMConfig, role: str) -> LLMConfig:
+    """A config whose default is ``role``'s backend with ``role``'s sampling (no role entries)."""
+    spec = llm.spec_for(role).model_copy(update={"sampling": None})
+    entry = llm.roles.get(role)
+    sampling = llm.sampling.overlaid(entry.sampling if entry is not None else None)
+    return LLMConfig(default=spec, roles={}, cache=llm.cache, sampling=sampling)
+
+
+def offline_default(specs: Iterable[Any]) -> bool:
+    """True when every backend is a local transformers model under ``models/base`` (the offline
+    default of the project), possibly with an adapter."""
+    specs = list(specs)
+    return bool(specs) and all(
+        s.kind == "transformers" and Path(s.model).as_posix().startswith("models/base/") for s in specs
+    )
+
+
+def used_specs(llm: LLMConfig, roles: Iterable[str]) -> list[Any]:
+    """The backend specs ``roles`` run on."""
+    return [llm.spec_for(role) for role in roles]
+
+
+def trained_rows(dataset: str | Path, source: str) -> list[dict[str, Any]]:
+    """Rows of ``source`` in every split of the SFT dataset ``make_datasets`` wrote (``meta`` parsed);
+    [] when the folder holds no dataset (no SFT rows at all)."""
+    folder = Path(dataset)
+    if not (folder / "dataset_dict.json").is_file():
+        return []
+    from datasets import load_from_disk
+
+    rows = []
+    for split in load_from_disk(str(folder)).values():
+        for row in split:
+            if row.get("source") == source:
+                meta = row.get("meta") or "{}"
+                rows.append({"id": row["id"], "meta": json.loads(meta) if isinstance(meta, str) else meta})
+    return rows
+
+
+def check_held_out(evaluated: Iterable[str], trained: Iterable[str], *, system: str, where: str) -> int:
+    """Raise :class:`StageError` when an evaluated id is a trained-on id; returns how many were evaluated."""
+    evaluated, trained = list(evaluated), set(trained)
+    if not evaluated:
+        raise StageError(f"{system}: no held-out items to evaluate ({where}); raise the items or add data")
+    leaked = sorted(set(evaluated) & trained)
+    if leaked:
+        raise StageError(f"{system}: {len(leaked)} evaluated item(s) were trained on ({where}): {leaked[:5]}")
+    return len(evaluated)

@@ -1,0 +1,65 @@
+"""DVC stage ``evaluate``: the fine-tuned models back inside the three systems, against the base model.
+
+Reads the ``evaluate`` section of params.yaml (see :class:`pipelines.evaluation.evaluate_config.EvaluateConfig`)
+and, for each system in ``evaluate.systems``, that system's generate section (``tagging``, ``kgc``,
+``ram2c``: the base setup); runs :func:`pipelines.evaluation.evaluate.evaluate` and writes:
+
+- ``reports/evaluate/metrics.json`` (tuned vs base per system, bootstrap deltas) and ``tables.md``;
+- ``data/evaluate/<system>/{base,tuned}/`` traces and predictions; ``data/evaluate/tutoring/judgments.jsonl``.
+
+    python -m stages.evaluate [--params params.yaml] [--section evaluate] [--debug]
+
+Exit codes: 0 done; 1 a missing adapter (names the train stage) or input, an empty held-out set,
+an LLM failure; 2 bad params.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pipelines.config import load_section
+from pipelines.evaluation.evaluate import evaluate, needed_sections
+from pipelines.evaluation.evaluate_config import EvaluateConfig
+from pipelines.stage import run_stage, stage_setup_sections, write_metrics
+from pipelines.tracking import stage_run
+
+log = logging.getLogger("edumas")
+
+
+def section_models() -> dict:
+    from pipelines.kgc.config import KGCConfig
+    from pipelines.ram2c.config import Ram2cConfig
+    from pipelines.tagging.config import TaggingConfig
+
+    return {"tagging": TaggingConfig, "kgc": KGCConfig, "ram2c": Ram2cConfig}
+
+
+def summary_line(metrics: dict) -> str:
+    parts = [
+        f"{r['team']} {r['metric']}: base {r['base']:.3f} tuned {r['tuned']:.3f} "
+        f"delta {r['delta']:+.3f} [{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}] (n={r['n']})"
+        for r in metrics["deltas"]
+    ]
+    return "evaluate: " + "; ".join(parts)
+
+
+def _run(argv: list[str] | None) -> int:
+    args, cfgs = stage_setup_sections("evaluate", {"evaluate": EvaluateConfig}, argv)
+    cfg = cfgs["evaluate"]
+    models = section_models()
+    sections = {name: load_section(name, models[name], Path(args.params)) for name in needed_sections(cfg)}
+    with stage_run("evaluate", cfg.model_dump()) as run:
+        metrics = evaluate(cfg, sections)
+        write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
+    log.info("%s", summary_line(metrics))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit code 0, 2 (bad params) or 1 (one ``error: ...`` line; ``--debug`` adds the traceback)."""
+    return run_stage(lambda: _run(argv), argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

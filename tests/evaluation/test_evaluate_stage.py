@@ -1,0 +1,140 @@
+"""Stage ``evaluate`` end to end on scripted base and tuned models: held-out items only, the
+documented metrics.json keys, and deltas and intervals that match a hand computation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pipelines.evaluation.hts import tuned_position
+from pipelines.evaluation.summary import build_sections
+from pipelines.io import read_jsonl
+from stages.evaluate import main
+from tests.evaluation.evaluate_fixtures import BASE_REPLY, TUNED_REPLY, generate, write_project
+
+pytestmark = pytest.mark.slow  # one scripted run of every stage it reads (~40 s on 2 shared cores)
+EVAL_ITEMS = {"evaluate": {"tagging": {"items": 6}}}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """The whole stage run once on the scripted project: ``(root, metrics)``."""
+    root = tmp_path_factory.mktemp("evaluate")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("EDUMAS_TRACKING", "0")
+        params = write_project(root, EVAL_ITEMS)
+        generate(root, params)
+        assert main(["--params", str(params)]) == 0
+    return root, json.loads((root / "reports/evaluate/metrics.json").read_text())
+
+
+def test_metrics_have_the_documented_keys_and_render_in_the_report(project):
+    root, metrics = project
+    assert metrics["offline_default"] is False  # scripted models are not the offline default
+    for system in ("tagging", "kgc"):
+        assert {"base", "tuned", "n", "provenance"} <= set(metrics[system])
+    assert {"hts", "n"} <= set(metrics["tutoring"]) and metrics["tutoring"]["hts"]["tables"]["1"]["rows"]
+    assert metrics["deltas_provenance"] and metrics["systems"] == ["tagging", "kgc", "tutoring"]
+    assert [(r["team"], r["metric"]) for r in metrics["deltas"]] == [
+        ("tagging", "accuracy"),
+        ("tagging", "f1"),
+        ("kgc", "micro_f1"),
+        ("tutoring", "hts_humanized"),
+        ("tutoring", "hts_teaching"),
+        ("tutoring", "hts_safety"),
+    ]
+    view = {**metrics, "hts": metrics["tutoring"]["hts"]}
+    headings = [heading for heading, tables in build_sections(view)]
+    assert headings == [
+        "Knowledge tagging",
+        "Knowledge graph construction",
+        "Tutoring dialogues (HTS)",
+        "Tuned vs base",
+    ]
+    tables = (root / "reports/evaluate/tables.md").read_text()
+    assert "| tagging | team | accuracy |" in tables and "scripted-tuned vs scripted" in tables
+    for system, arm in [(s, a) for s in ("tagging", "kgc", "tutoring") for a in ("base", "tuned")]:
+        assert read_jsonl(root / f"data/evaluate/{system}/{arm}/traces.jsonl")
+
+
+def test_tagging_pairs_are_held_out_and_the_deltas_match_a_hand_computation(project):
+    root, metrics = project
+    split = json.loads((root / "data/generated/tagging/split.json").read_text())
+    sft_ids = {r["id"].removeprefix("tagging-") for r in read_jsonl(root / "data/generated/tagging/sft.jsonl")}
+    assert sft_ids  # the team's right verdicts on the generation split became SFT rows
+    rows = {arm: read_jsonl(root / f"data/evaluate/tagging/{arm}/predictions.jsonl") for arm in ("base", "tuned")}
+    ids = [r["id"] for r in rows["base"]]
+    assert len(ids) == 6 == metrics["tagging"]["n"] and [r["id"] for r in rows["tuned"]] == ids
+    assert set(ids) <= set(split["ids"]["evaluation"]) and not set(ids) & (sft_ids | set(split["ids"]["generation"]))
+    # the base team says Yes to every pair, the tuned one No
+    labels = [r["label"] for r in rows["base"]]
+    assert [r["predictions"]["team"] for r in rows["base"]] == [1] * 6
+    assert [r["predictions"]["team"] for r in rows["tuned"]] == [0] * 6
+    positives = sum(labels)
+    accuracy, f1 = metrics["deltas"][0], metrics["deltas"][1]
+    assert accuracy["base"] == pytest.approx(positives / 6) and accuracy["tuned"] == pytest.approx(1 - positives / 6)
+    assert accuracy["delta"] == pytest.approx((6 - 2 * positives) / 6)
+    assert f1["base"] == pytest.approx(2 * positives / (6 + positives)) and f1["tuned"] == 0.0
+    assert metrics["tagging"]["base"]["recall"] == 1.0 and metrics["tagging"]["tuned"]["recall"] == 0.0
+    # the paired bootstrap on seed 7: resampled items, difference of the accuracies
+    by_id = {arm: {r["id"]: int(r["predictions"]["team"] == r["label"]) for r in rows[arm]} for arm in rows}
+    order = sorted(by_id["base"])
+    differences = np.array([by_id["tuned"][i] - by_id["base"][i] for i in order], dtype=float)
+    draws = np.random.default_rng(7).integers(0, 6, size=(300, 6))
+    expected = np.percentile(differences[draws].mean(axis=1), [2.5, 97.5])
+    assert accuracy["ci"] == pytest.approx(list(expected)) and accuracy["resamples"] == 300
+
+
+def _keys(task: str, items: list[dict]) -> set[tuple]:
+    norm = lambda text: " ".join(text.split()).casefold()  # noqa: E731
+    if task == "ner":
+        return {(i["type"], norm(i["text"])) for i in items}
+    if task == "re":
+        return {(norm(i["head"]), i["relation"], norm(i["tail"])) for i in items}
+    keys = {("trigger", i["type"], norm(i["trigger"])) for i in items}
+    return keys | {("argument", i["type"], a["role"], norm(a["text"])) for i in items for a in i["arguments"]}
+
+
+def test_kgc_sentences_never_gave_an_sft_row_and_f1_matches_a_hand_count(project):
+    root, metrics = project
+    sft = read_jsonl(root / "data/generated/kgc/sft.jsonl")
+    trained = {f"{r['meta']['dataset']}:{r['id'].removeprefix('kgc-' + r['meta']['dataset'] + '-')}" for r in sft}
+    assert len(trained) == 6  # min_f1 0: every generated sentence gave a row
+    rows = read_jsonl(root / "data/evaluate/kgc/base/predictions.jsonl")
+    assert len(rows) == 6 == metrics["kgc"]["n"] and not {r["id"] for r in rows} & trained
+    tp = pred = gold = 0
+    for r in rows:
+        g = _keys(r["task"], r["gold"])
+        p = _keys(r["task"], r["predictions"]["cooperkgc@0shot"]["rounds"][-1])
+        tp, pred, gold = tp + len(g & p), pred + len(p), gold + len(g)
+    assert tp > 0
+    delta = metrics["deltas"][2]
+    assert delta["base"] == pytest.approx(2 * tp / (pred + gold)) == metrics["kgc"]["base"]["f1"]
+    assert delta["tuned"] == 0.0 and delta["delta"] == pytest.approx(-2 * tp / (pred + gold))
+    assert set(metrics["kgc"]["rows"]) == set(metrics["kgc"]["reference"]) | set(metrics["kgc"]["reference"].values())
+
+
+def test_tutoring_prompts_are_outside_the_train_split_and_the_hts_score_is_the_hand_count(project):
+    root, metrics = project
+    from datasets import load_from_disk
+
+    train_ids = set(load_from_disk(str(root / "data/train/dpo"))["train"]["id"])
+    judgments = read_jsonl(root / "data/evaluate/tutoring/judgments.jsonl")
+    items = sorted({j["item_id"] for j in judgments})
+    assert items == ["ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1"] and not set(items) & train_ids
+    replies = {arm: read_jsonl(root / f"data/evaluate/tutoring/{arm}/traces.jsonl") for arm in ("base", "tuned")}
+    assert {t["parsed"] for t in replies["base"]} == {BASE_REPLY} and {t["parsed"] for t in replies["tuned"]} == {
+        TUNED_REPLY
+    }
+    # every judge answers "A": the tuned reply wins exactly where it was shown first
+    first = [i for i in items if tuned_position(i, 0) == "A"]
+    expected = 100 * len(first) / len(items)
+    scores = metrics["tutoring"]["hts"]["tables"]["1"]["rows"]["scripted-tuned vs scripted"]
+    for dimension in ("humanized", "teaching", "safety"):
+        assert scores[dimension]["score"] == pytest.approx(expected) and scores[dimension]["n"] == 2 * len(items)
+        assert scores[dimension]["kappa"] == (1.0 if 0 < len(first) < len(items) else None)
+    row = metrics["deltas"][3]
+    assert (row["base"], row["scale"], row["n"]) == (50.0, 1.0, 3) and row["delta"] == pytest.approx(expected - 50)
