@@ -47,6 +47,7 @@ def test_flags_parse_back_to_the_profile_values() -> None:
 
 
 def test_the_smoke_profile_is_valid_for_every_stage_it_changes() -> None:
+    from pipelines.evaluation.evaluate_config import EvaluateConfig
     from pipelines.kgc.config import KGCConfig
     from pipelines.ram2c.config import Ram2cConfig
     from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
@@ -56,10 +57,11 @@ def test_the_smoke_profile_is_valid_for_every_stage_it_changes() -> None:
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     merged = apply_profile(params, load_profile("smoke", root=ROOT))
     models = {"build_kb": BuildKBConfig, "retrieval": RetrievalConfig, "tagging": TaggingConfig, "kgc": KGCConfig,
-              "ram2c": Ram2cConfig}
+              "ram2c": Ram2cConfig, "evaluate": EvaluateConfig}
     for section, model in models.items():
         validate_section(merged[section], model, section=section, source="smoke profile")
     for method in ("sft", "dpo"):
         train = validate_section(merged["train"][method], TrainConfig, section=f"train.{method}", source="smoke")
         assert train.schedule.max_steps == 1
-    assert merged["tagging"]["data"]["limit"] == 2 and merged["ram2c"]["dialogues"] == 2
+    assert merged["tagging"]["data"]["limit"] == 2 == merged["evaluate"]["tagging"]["items"]
+    assert merged["ram2c"]["dialogues"] == 2
