@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pipelines.agents import SampleTrace
-from pipelines.config import StrictModel
+from pipelines.config import ConfigError, StrictModel
 from pipelines.kgc.agents.experts import DISPLAY, expert_vars, make_expert
 from pipelines.kgc.answers import DEFAULT_BOUNDS, AnswerBounds, bounds_for
 from pipelines.kgc.demos import DemoSelector, demonstration_vars
@@ -149,9 +149,10 @@ class CooperKGC:
                 continue
             for member in members:
                 if member.schema_name not in schemas:
-                    raise ValueError(
+                    raise ConfigError(
                         f"kgc.team.members.{language}: schema {member.schema_name!r} is neither a dataset of "
-                        f"kgc.datasets nor a bundled schema (have: {', '.join(sorted(schemas))})"
+                        f"kgc.datasets nor a bundled schema (have: {', '.join(sorted(schemas))}); add the dataset "
+                        "to kgc.datasets (evaluate: false reads it only for its schema) or name one of these"
                     )
 
     def experts_for(self, sentence: Sentence) -> tuple[list[Expert], str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from pipelines.agents import SampleTrace
 from pipelines.kgc.demos import DemoSelector
 from pipelines.kgc.schema import Entity, Sentence, load_schema
@@ -144,3 +146,11 @@ def test_json_mode_sends_the_schema_and_parses_the_answer_model():
     roles = born["properties"]["arguments"]["items"]["properties"]["role"]["enum"]
     assert roles == list(SCHEMAS["ace05"].events["Life:Be-Born"])
     assert '"Trigger Type' not in trace.rows[-1]["prompt"][-1]["content"]  # peers' replicas are JSON too
+
+
+def test_a_member_schema_without_its_dataset_is_a_config_error_with_the_fix() -> None:
+    from pipelines.config import ConfigError
+
+    members = {"en": [MemberConfig(task="ee", schema_name="duee9")]}
+    with pytest.raises(ConfigError, match=r"kgc.team.members.en: schema 'duee9' is neither .* add the dataset"):
+        CooperKGC(lambda role: None, TeamConfig(members=members, rounds=1), SCHEMAS)
