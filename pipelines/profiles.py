@@ -2,7 +2,8 @@
 
 A profile names only the keys it changes; every key must exist in the params it is applied to
 (a typo is an error naming the key), dicts merge key by key and any other value (lists included)
-replaces the value it names. Two ways to use one::
+replaces the value it names. An empty mapping in params (``llm.roles: {}``) and a backend spec (a
+mapping with ``kind``, e.g. ``llm.default``) take the profile's mapping whole. Two ways to use one::
 
     python -m pipelines.profiles smoke --run             # dvc exp run -S key=value ... (one experiment)
     python -m pipelines.profiles smoke --write DIR/params.yaml   # the merged params file (CI's smoke run)
@@ -51,7 +52,8 @@ def apply_profile(params: Mapping[str, Any], profile: Mapping[str, Any], *, wher
         if key not in merged:
             known = ", ".join(merged)
             raise ConfigError(f"profile key {dotted!r} is not in params.yaml; fix the profile (keys there: {known})")
-        if isinstance(value, Mapping) and isinstance(merged[key], Mapping):
+        whole = not merged[key] or "kind" in value if isinstance(value, Mapping) else True
+        if isinstance(value, Mapping) and isinstance(merged[key], Mapping) and not whole:
             merged[key] = apply_profile(merged[key], value, where=f"{dotted}.")
         else:
             merged[key] = copy.deepcopy(value)

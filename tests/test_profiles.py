@@ -22,6 +22,15 @@ def test_dicts_merge_and_other_values_replace() -> None:
     assert params["a"]["c"] == [1, 2]  # the input is untouched
 
 
+def test_an_empty_mapping_in_params_takes_the_profile_mapping_whole() -> None:
+    merged = apply_profile({"llm": {"roles": {}, "cache": "x"}}, {"llm": {"roles": {"expert": {"kind": "openai"}}}})
+    assert merged == {"llm": {"roles": {"expert": {"kind": "openai"}}, "cache": "x"}}
+    backend = {"kind": "openai", "model": "m", "base_urls": ["http://h/v1"]}
+    local = {"kind": "transformers", "model": "x", "max_batch_size": 16}
+    merged = apply_profile({"default": local}, {"default": backend})
+    assert merged == {"default": backend}  # a backend spec is replaced, not merged key by key
+
+
 def test_a_key_missing_from_params_is_an_error_naming_it() -> None:
     with pytest.raises(ConfigError, match=r"profile key 'a.cc' is not in params.yaml"):
         apply_profile({"a": {"c": 1}}, {"a": {"cc": 2}})
@@ -46,7 +55,8 @@ def test_flags_parse_back_to_the_profile_values() -> None:
     assert exp_run_command({"a": {"b": 2}}, name="x") == ["dvc", "exp", "run", "-n", "x", "-S", "a.b=2"]
 
 
-def test_the_smoke_profile_is_valid_for_every_stage_it_changes() -> None:
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "configs" / "profiles").glob("*.yaml")))
+def test_every_profile_is_valid_for_every_stage(name: str) -> None:
     from pipelines.evaluation.evaluate_config import EvaluateConfig
     from pipelines.kgc.config import KGCConfig
     from pipelines.ram2c.config import Ram2cConfig
@@ -55,13 +65,14 @@ def test_the_smoke_profile_is_valid_for_every_stage_it_changes() -> None:
     from pipelines.training.config import TrainConfig
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    merged = apply_profile(params, load_profile("smoke", root=ROOT))
+    merged = apply_profile(params, load_profile(name, root=ROOT))
     models = {"build_kb": BuildKBConfig, "retrieval": RetrievalConfig, "tagging": TaggingConfig, "kgc": KGCConfig,
               "ram2c": Ram2cConfig, "evaluate": EvaluateConfig}
     for section, model in models.items():
         validate_section(merged[section], model, section=section, source="smoke profile")
     for method in ("sft", "dpo"):
-        train = validate_section(merged["train"][method], TrainConfig, section=f"train.{method}", source="smoke")
-        assert train.schedule.max_steps == 1
-    assert merged["tagging"]["data"]["limit"] == 2 == merged["evaluate"]["tagging"]["items"]
-    assert merged["ram2c"]["dialogues"] == 2
+        validate_section(merged["train"][method], TrainConfig, section=f"train.{method}", source=name)
+    if name == "smoke":
+        assert merged["train"]["sft"]["schedule"]["max_steps"] == 1 == merged["train"]["dpo"]["schedule"]["max_steps"]
+        assert merged["tagging"]["data"]["limit"] == 2 == merged["evaluate"]["tagging"]["items"]
+        assert merged["ram2c"]["dialogues"] == 2
