@@ -161,11 +161,14 @@ def team_worker(team: CooperKGC):
         result = await team.run(sentence, trace)
         peers = [[a.replica for name, a in r.items() if name != result.primary] for r in result.rounds]
         result.corrections = corrections(sentence.task, sentence.gold(), result.items_per_round(), peers)
+        final = score(sentence.task, [(sentence.gold(), result.items_per_round()[-1])])["overall"]
+        exact = final["tp"] == final["pred"] == final["gold"]
         trace.add_result(
             "team",
             "final",
-            result={"final": result.final.replica, "corrections": result.corrections},
+            result={"final": result.final.replica, "corrections": result.corrections, "sentence_f1": final["f1"]},
             ok=result.failed == 0,
+            outcome="failed" if result.failed else ("correct" if exact else "wrong"),  # read by the trace browser
         )
         return result
 

@@ -86,6 +86,10 @@ def test_stage_writes_every_output(tmp_path, monkeypatch):
     assert {(t["expert"], t["round"]) for t in team_calls} == {
         (e, r) for e in ("ner_0", "re_1", "ee_2") for r in range(3)
     }
+    finals = [t for t in traces if t["system"] == "cooperkgc@0shot" and t.get("role") == "final"]
+    assert len(finals) == 11 and {t["outcome"] for t in finals} <= {"correct", "wrong"}
+    for t in finals:  # the trace browser's filter: exact match of the final answer with gold
+        assert (t["outcome"] == "correct") == (t["parsed"]["sentence_f1"] == 1.0)
     sft = [json.loads(line) for line in (generated / "sft.jsonl").read_text().splitlines()]
     assert sft and all(r["source"] == "kgc" and r["messages"][-1]["role"] == "assistant" for r in sft)
     assert all(r["meta"]["task"] in ("ner", "re", "ee") for r in sft)
