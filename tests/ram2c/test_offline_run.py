@@ -43,13 +43,15 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
             "cache": str(tmp_path / "c.sqlite"),
         }
     )
-    # CI-sized: 4 dialogues, 2 experts per group, each with one ballot on 2 documents, no query rewrites
+    # CI-sized: 6 dialogues (SmolLM2 keeps 50-85% of pairs, the rest pass the draft through: "same";
+    # 4 dialogues gave 2 pairs in 2 of 4 runs), 2 experts per group, one ballot each on 2 documents,
+    # no query rewrites
     reflection = cfg.reflection.model_copy(update={"candidates": 2, "vote_call": "per_expert"})
     cfg = cfg.model_copy(
         update={
             "sources": sources,
             "llm": llm,
-            "dialogues": 4,
+            "dialogues": 6,
             "experts_per_group": 2,
             "reflection": reflection,
             "progress": False,
@@ -57,7 +59,8 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
     )
     metrics = generate_ram2c(cfg, build, retrieval, root=tmp_path)
     out = tmp_path / cfg.outputs.generated_dir
-    assert metrics["dialogues"] == 4 and metrics["pairs_kept"] >= 3, metrics
+    # the fallback story has 2 passages: 9 topics written, 5-6 survive deduplication
+    assert metrics["dialogues"] >= 4 and metrics["pairs_kept"] >= 3, metrics
     assert sum(metrics["dropped_by_reason"].values()) == metrics["pairs_dropped"]
     assert set(metrics["groups"]) == {"T", "P", "E"} and metrics["groups"]["T"]["retrieved"] > 0
     assert metrics["groups"]["T"]["votes"] == metrics["groups"]["T"]["retrieved"] * 2  # every vote recorded
@@ -73,7 +76,7 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
         for step in ("retrieval", "ballot", "reflection", "analyst", "reviser", "synthesizer"):
             assert (group, step) in steps, (group, step)
     ballots = [r for r in traces if r.get("step") == "ballot"]
-    assert 0 < len(ballots) <= 4 * 3 * 2 and all(len(r["documents"]) == 2 for r in ballots)
+    assert 0 < len(ballots) <= 6 * 3 * 2 and all(len(r["documents"]) == 2 for r in ballots)
     assert sum(r["ok"] for r in ballots) >= len(ballots) // 2  # constrained JSON: one verdict per document
     info = json.loads((out / "llamafactory" / "dataset_info.json").read_text())
     assert info["ram2c_preference"]["ranking"] is True
