@@ -66,9 +66,9 @@ def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
     generated = project / "data" / "generated"
     assert _rows(generated / "tagging" / "predictions.jsonl") > 0
     assert _rows(generated / "kgc" / "predictions.jsonl") > 0
-    assert _rows(generated / "ram2c" / "dpo.jsonl") > 0
+    assert _rows(generated / "ram2c" / "dialogues.jsonl") > 0
     card = json.loads((project / "data" / "train" / "data_card.json").read_text(encoding="utf-8"))
-    assert card, "empty data card"
+    assert "data/generated/tagging/sft.jsonl" in json.dumps(card), "the generated rows are make_datasets inputs"
     for method in ("sft", "dpo"):
         assert (project / "models" / method / "final" / "adapter_config.json").exists(), method
         metrics = json.loads((project / "reports" / "train" / method / "metrics.json").read_text(encoding="utf-8"))

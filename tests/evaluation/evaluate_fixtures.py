@@ -124,7 +124,7 @@ def write_project(root: Path, overrides: dict | None = None, *, kgc_sft_min_f1: 
           progress: false
           llm: {llm}
           team: {{rounds: 1}}
-          sft: {{min_f1: {kgc_sft_min_f1}}}
+          sft: {{min_f1: {kgc_sft_min_f1}, keep: answer}}
         ram2c:
           output_mode: text
           progress: false

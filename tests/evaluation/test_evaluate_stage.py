@@ -102,7 +102,7 @@ def test_kgc_sentences_never_gave_an_sft_row_and_f1_matches_a_hand_count(project
     root, metrics = project
     sft = read_jsonl(root / "data/generated/kgc/sft.jsonl")
     trained = {f"{r['meta']['dataset']}:{r['id'].removeprefix('kgc-' + r['meta']['dataset'] + '-')}" for r in sft}
-    assert len(trained) == 6  # min_f1 0: every generated sentence gave a row
+    assert len(trained) == 6  # keep: answer, min_f1 0: every generated sentence gave a row
     rows = read_jsonl(root / "data/evaluate/kgc/base/predictions.jsonl")
     assert len(rows) == 6 == metrics["kgc"]["n"] and not {r["id"] for r in rows} & trained
     tp = pred = gold = 0
