@@ -14,18 +14,12 @@ from pipelines.training.dataset_builder import save_dataset_dict
 from pipelines.training.rows import dpo_row, normalise_row
 from stages.generate_kgc import main as generate_kgc
 from stages.generate_tagging import main as generate_tagging
+from tests.tagging.scripted import STAGE_REPLIES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data/kgc"
 JUDGE = {"match": "Dimension to judge", "reply": "Reply A follows the criteria better.\nVerdict: A"}
-TAGGING = [
-    {"match": "task planner", "reply": "<semantic> Does the question fit?\n<numerical> Is the first number positive?"},
-    {"match": "question solver", "reply": "Compute it. Final answer: 12"},
-    {"match": "semantic judge", "reply": "It fits. <Yes>"},
-    {"match": "First step: extract", "reply": '{"first": 5}'},
-    {"match": "Second step: write", "reply": "```python\nprint(first > 0)\n```"},
-    {"match": "expert math teacher", "reply": "Not this one. <No>"},
-]
+TAGGING = STAGE_REPLIES
 
 
 def gold_replies() -> list[dict]:

@@ -8,6 +8,16 @@ import re
 
 from pipelines.llm.scripted import ScriptedBackend
 
+# Replies matched by a phrase of each agent's prompt (the scripted backend's replies-file form), in text mode.
+STAGE_REPLIES = [
+    {"match": "task planner", "reply": "<semantic> Does the question fit?\n<numerical> Is the first number positive?"},
+    {"match": "question solver", "reply": "Compute it. Final answer: 12"},
+    {"match": "semantic judge", "reply": "It fits. <Yes>"},
+    {"match": "First step: extract", "reply": '{"first": 5}'},
+    {"match": "Second step: write", "reply": "```python\nprint(first > 0)\n```"},
+    {"match": "expert math teacher", "reply": "Not this one. <No>"},
+]
+
 PLAN_EN = "<semantic> Does the question ask for a product?\n<numerical> Is the first number a two-digit number?"
 
 

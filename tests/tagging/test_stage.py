@@ -9,16 +9,10 @@ import pytest
 from pipelines.config import ConfigError, validate_section
 from pipelines.tagging.config import TaggingConfig
 from stages.generate_tagging import main
+from tests.tagging.scripted import STAGE_REPLIES
 
 ROOT = Path(__file__).resolve().parents[2]
-REPLIES = [
-    {"match": "task planner", "reply": "<semantic> Does the question fit?\n<numerical> Is the first number positive?"},
-    {"match": "question solver", "reply": "Compute it. Final answer: 12"},
-    {"match": "semantic judge", "reply": "It fits. <Yes>"},
-    {"match": "First step: extract", "reply": '{"first": 5}'},
-    {"match": "Second step: write", "reply": "```python\nprint(first > 0)\n```"},
-    {"match": "expert math teacher", "reply": "Not this one. <No>"},
-]
+REPLIES = STAGE_REPLIES
 
 
 def write_params(tmp_path: Path, **overrides) -> Path:
