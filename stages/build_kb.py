@@ -23,6 +23,16 @@ log = logging.getLogger("edumas")
 REPORTS = Path("reports/build_kb")
 
 
+MANIFEST = "manifest.json"  # the DVC out of the store: Chroma rewrites its own files whenever a reader opens them
+
+
+def manifest(metrics: dict) -> dict:
+    """What the store holds, and nothing that changes from run to run: the embedder and, per kind,
+    the number and digest of the chunk ids. Stages that read the store depend on this file."""
+    return {"embedder": metrics["embedder"], "chunks_by_kind": metrics["chunks_by_kind"],
+            "chunk_ids_sha256": metrics["chunk_ids_sha256"]}
+
+
 def _run(argv: list[str] | None) -> int:
     _, cfgs = stage_setup_sections("build_kb", {"build_kb": BuildKBConfig, "retrieval": RetrievalConfig}, argv)
     cfg, retrieval = cfgs["build_kb"], cfgs["retrieval"]
@@ -40,6 +50,7 @@ def _run(argv: list[str] | None) -> int:
         else:  # the file is a DVC metric: it always exists, and never holds a previous run's scores
             quality = {"enabled": False, "note": "build_kb.quality.enabled is false: retrieval was not scored"}
         write_json_atomic(REPORTS / "retrieval_quality.json", quality)
+        write_json_atomic(Path(cfg.store.path) / MANIFEST, manifest(metrics))
         write_metrics(REPORTS / "metrics.json", metrics, run)
     return 0
 

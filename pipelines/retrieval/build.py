@@ -15,6 +15,7 @@ disappeared are deleted.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 import tempfile
@@ -148,6 +149,11 @@ def _write(store: KnowledgeStore, plan: KindPlan, identity: str, bar: tqdm) -> N
         store.delete(kind, list(plan.stored))
 
 
+def _ids_digest(ids: set[str]) -> str:
+    """sha256 of a kind's sorted chunk ids: equal exactly when the stored chunks are (ids are content-based)."""
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
 def build_knowledge_base(
     cfg: BuildKBConfig,
     groups: dict[str, list[str]],
@@ -191,6 +197,7 @@ def build_knowledge_base(
         "chunks_capped": loaded.chunks_capped,
         "chunks": total_chunks,
         "chunks_by_kind": {k: p.chunks for k, p in plans.items()},
+        "chunk_ids_sha256": {k: _ids_digest(v) for k, v in ids.items()},
         "stored_by_kind": {k: store.count(k) for k in KINDS},
         "new": sum(c["new"] for c in counts),
         "changed": sum(c["changed"] for c in counts),

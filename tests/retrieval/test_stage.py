@@ -72,6 +72,9 @@ def test_stage_builds_scores_and_rebuilds_incrementally(tmp_path, monkeypatch, m
     assert build_kb.main([]) == 0
     metrics = json.loads(Path("reports/build_kb/metrics.json").read_text())
     assert metrics["optional_sources_missing"] == ["crusoe"]
+    manifest = json.loads(Path("data/kb/manifest.json").read_text())  # the DVC out of the store
+    assert manifest["chunks_by_kind"] == metrics["chunks_by_kind"] and set(manifest) == {
+        "embedder", "chunks_by_kind", "chunk_ids_sha256"}
     assert metrics["new"] == metrics["chunks"] > 0 and metrics["files"] == 5 and metrics["empty_files_skipped"] == 1
     assert metrics["chunks_per_s"] > 0
     quality = json.loads(Path("reports/build_kb/retrieval_quality.json").read_text())
@@ -82,6 +85,7 @@ def test_stage_builds_scores_and_rebuilds_incrementally(tmp_path, monkeypatch, m
     assert quality["llm_usage"]["total"]["calls"] == 3
     assert build_kb.main([]) == 0
     again = json.loads(Path("reports/build_kb/metrics.json").read_text())
+    assert json.loads(Path("data/kb/manifest.json").read_text()) == manifest  # same store, same manifest
     assert again["embedded"] == 0 and again["unchanged"] == metrics["chunks"]
     quality = json.loads(Path("reports/build_kb/retrieval_quality.json").read_text())
     assert quality["llm_usage"]["total"]["cache_hits"] == 3  # rewrites replayed from the request cache
