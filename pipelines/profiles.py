@@ -52,9 +52,9 @@ def apply_profile(params: Mapping[str, Any], profile: Mapping[str, Any], *, wher
         if key not in merged:
             known = ", ".join(merged)
             raise ConfigError(f"profile key {dotted!r} is not in params.yaml; fix the profile (keys there: {known})")
-        whole = not merged[key] or "kind" in value if isinstance(value, Mapping) else True
-        if isinstance(value, Mapping) and isinstance(merged[key], Mapping) and not whole:
-            merged[key] = apply_profile(merged[key], value, where=f"{dotted}.")
+        target = merged[key]
+        if isinstance(value, Mapping) and isinstance(target, Mapping) and target and "kind" not in value:
+            merged[key] = apply_profile(target, value, where=f"{dotted}.")
         else:
             merged[key] = copy.deepcopy(value)
     return merged
