@@ -37,6 +37,13 @@ class BootstrapConfig(StrictModel):
     confidence: float = Field(0.95, gt=0.0, lt=1.0)
 
 
+def _distinct(what: str, values: list[str]) -> list[str]:
+    """``values`` unchanged, or a ValueError naming ``what`` when one repeats."""
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} must be distinct, got {values}")
+    return values
+
+
 class TunedRoles(StrictModel):
     """The roles the model under test plays; ``tuned_backend`` (a served fine-tune, e.g. an
     ``openai`` endpoint) replaces ``base + adapter`` in them when set."""
@@ -47,9 +54,7 @@ class TunedRoles(StrictModel):
     @field_validator("roles")
     @classmethod
     def _distinct(cls, roles: list[str]) -> list[str]:
-        if len(set(roles)) != len(roles):
-            raise ValueError(f"roles must be distinct, got {roles}")
-        return roles
+        return _distinct("roles", roles)
 
 
 class TaggingEvalConfig(TunedRoles):
@@ -137,6 +142,4 @@ class EvaluateConfig(StrictModel):
     @field_validator("systems")
     @classmethod
     def _distinct_systems(cls, systems: list[str]) -> list[str]:
-        if len(set(systems)) != len(systems):
-            raise ValueError(f"systems must be distinct, got {systems}")
-        return systems
+        return _distinct("systems", systems)
