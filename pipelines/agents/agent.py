@@ -130,6 +130,9 @@ class Agent(Generic[T]):
     sampling (``llm.sampling`` overlaid by ``llm.roles.<role>.sampling``) for this agent; None keeps
     the role's value.
     ``retry_temperature`` is used for re-asks when the first call was greedy.
+    ``call_schema(vars)`` (json mode): the JSON schema of one call from its template variables, a
+    narrowing of the declared one (e.g. spans limited to the call's own sentence); None keeps the
+    declared schema. The reply is still validated by ``output``.
     """
 
     def __init__(
@@ -151,6 +154,7 @@ class Agent(Generic[T]):
         retry_temperature: float | None = None,
         default_language: str = "en",
         repair_truncated: bool = True,
+        call_schema: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ):
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
@@ -172,6 +176,7 @@ class Agent(Generic[T]):
         }
         self.retry_temperature = retry_temperature
         self.default_language = default_language
+        self.call_schema = call_schema
         self.json_schema: dict[str, Any] | None = None
         if output is not None:
             try:
@@ -282,7 +287,12 @@ class Agent(Generic[T]):
         only this call's variable names): its schema constrains the reply and it validates the
         reply; the prompt still shows the declared schema, so the system text stays the same."""
         vars = dict(vars)
-        call_schema = output.model_json_schema() if output is not None and mode == "json" else None
+        call_schema = None
+        if mode == "json":
+            if output is not None:
+                call_schema = output.model_json_schema()
+            elif self.call_schema is not None:
+                call_schema = self.call_schema(vars)
         language = vars.pop("language", None)
         messages = self.render(language, output_mode=mode, **vars)
         record: AgentRecord[T] = AgentRecord(

@@ -7,18 +7,22 @@ schema-valid reply closes within the task's ``max_tokens`` instead of being cut 
 
 - type fields are enums of the dataset's schema (entity types, relation names, event types), and
   each event type admits only its own argument roles (one ``anyOf`` branch per event type);
-- every span (entity, head, tail, trigger, argument) has 1 to ``span_chars`` characters, every
-  list at most ``items`` entries (``arguments`` per event), the reason at most ``reason_chars``
-  (xgrammar counts characters and admits no escapes inside bounded strings);
+- every span (entity, head, tail, trigger, argument) is one of the sentence's own substrings of
+  at most ``span_chars`` characters (:func:`candidate_spans`; ``team.spans: sentence``, grounded
+  decoding as in grammar-constrained IE), or with ``team.spans: free`` any 1 to ``span_chars``
+  characters; every list at most ``items`` entries (``arguments`` per event), the reason at most
+  ``reason_chars`` (xgrammar counts characters and admits no escapes inside bounded strings);
 - ``reason`` is only asked for in collaboration rounds (the paper asks for reasons there; round 0
   and the single-call baselines extract directly), and every property is required.
 
-What a schema cannot bound (a span that does not occur in the sentence) is counted after parsing.
+With free spans, what the schema cannot bound (a span that does not occur in the sentence) is
+counted after parsing.
 The pydantic models stay unbounded: they validate replies of backends without constrained decoding.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +120,61 @@ def bounds_for(language: str, table: dict[str, AnswerBounds] | None = None) -> A
     return DEFAULT_BOUNDS["en"]
 
 
+_WORD = re.compile(r"\w+|[^\w\s]")
+MAX_SPAN_CHOICES = 1000
+"""Above this many candidate spans a call falls back to free bounded spans (OpenAI's structured
+outputs admit at most 1,000 enum values per schema)."""
+
+
+def candidate_spans(text: str, *, language: str, max_chars: int) -> list[str]:
+    """The substrings of ``text`` a span may be, at most ``max_chars`` characters, sorted.
+
+    Chinese (``zh``): every run of 1 to ``max_chars`` characters that starts and ends with a letter
+    or digit (text is read in characters, never split on whitespace). Other languages: runs of
+    tokens (``\\w+`` or one mark) from a word that follows a space, the text's start or a mark
+    after a space, to a word or mark that a space, the text's end or a mark before a space follows,
+    so ``Standard & Poor``, ``U.S.``, ``Reuters`` (in ``(Reuters)``) and ``Ukraine`` (in
+    ``Ukraine.``) are candidates, and ``S`` or ``May .`` are not. Quotes and backslashes count
+    as spaces (no candidate holds one)."""
+    spans: set[str] = set()
+    text = text.replace('"', " ").replace("\\", " ")  # no quote or backslash: xgrammar admits no escape
+    if language == "zh":
+        for start in range(len(text)):
+            for end in range(start + 1, min(len(text), start + max_chars) + 1):
+                if text[start].isalnum() and text[end - 1].isalnum():
+                    spans.add(text[start:end])
+        return sorted(spans)
+    tokens = list(_WORD.finditer(text))
+
+    def spaced(position: int) -> bool:  # the text's edge or whitespace at ``position``
+        return position < 0 or position >= len(text) or text[position].isspace()
+
+    def opens(i: int) -> bool:
+        start = tokens[i].start()
+        if spaced(start - 1):
+            return True
+        before = tokens[i - 1]
+        return before.end() == start and not before.group()[0].isalnum() and spaced(before.start() - 1)
+
+    def closes(j: int) -> bool:
+        end = tokens[j].end()
+        if spaced(end):
+            return True
+        after = tokens[j + 1]
+        return after.start() == end and not after.group()[0].isalnum() and spaced(after.end())
+
+    for i, first in enumerate(tokens):
+        if not (first.group()[0].isalnum() or first.group()[0] == "_") or not opens(i):
+            continue
+        for j in range(i, len(tokens)):
+            if tokens[j].end() - first.start() > max_chars:
+                break
+            detached_mark = not tokens[j].group()[0].isalnum() and spaced(tokens[j].start() - 1)
+            if closes(j) and not detached_mark:
+                spans.add(text[first.start() : tokens[j].end()])
+    return sorted(spans)
+
+
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
@@ -125,15 +184,23 @@ def _choice(names: list[str], fallback: dict[str, Any]) -> dict[str, Any]:
 
 
 def answer_schema(
-    task: str, schema: Schema | None = None, *, bounds: AnswerBounds | None = None, reason: bool = True
+    task: str,
+    schema: Schema | None = None,
+    *,
+    bounds: AnswerBounds | None = None,
+    reason: bool = True,
+    spans: list[str] | None = None,
 ) -> dict[str, Any]:
     """The bounded JSON schema of a task's answer: ``{"reason"?, "<items key>": [...]}``.
 
     ``schema`` (a dataset's) turns type fields into enums and gives each event type its roles;
     ``bounds`` default to :data:`DEFAULT_BOUNDS` of the schema's language; ``reason`` adds the
-    reason field first (collaboration rounds)."""
+    reason field first (collaboration rounds); ``spans`` (e.g. :func:`candidate_spans` of the
+    sentence) are the only values a span may take (None or too many: any bounded string)."""
     b = bounds or bounds_for(schema.language if schema else "en")
-    span = {"type": "string", "minLength": 1, "maxLength": b.span_chars}
+    span: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": b.span_chars}
+    if spans and len(spans) <= MAX_SPAN_CHOICES:
+        span = {"enum": list(spans)}
     label = {"type": "string", "minLength": 1, "maxLength": b.span_chars}
     types = schema.types() if schema is not None else []
     if task == "ner":

@@ -50,6 +50,7 @@ class KGCConfig(StrictModel):
     systems: list[Method] = Field(default_factory=lambda: ["cooperkgc", "autokg"], min_length=1)
     shots: list[int] = Field(default_factory=lambda: [0], min_length=1)
     output_mode: Literal["text", "json"] = "json"
+    spans: Literal["sentence", "free"] = "sentence"  # json mode: spans limited to the sentence's substrings
     concurrency: int = Field(16, ge=1)
     max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
     llm: LLMConfig

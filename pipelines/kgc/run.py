@@ -95,7 +95,11 @@ def make_selector(
 
 def build_systems(cfg: KGCConfig, runtime: LLMRuntime, schemas, selector, languages) -> list[System]:
     """One harness System per method and shot count (self-consistency: once, 0-shot)."""
-    sampling = {"max_attempts": cfg.team.max_attempts, "retry_temperature": cfg.team.retry_temperature}
+    sampling = {
+        "max_attempts": cfg.team.max_attempts,
+        "retry_temperature": cfg.team.retry_temperature,
+        "spans": cfg.spans,
+    }
     systems = []
     for method in cfg.systems:
         for shots in [0] if method == "self_consistency" else cfg.shots:
@@ -109,6 +113,7 @@ def build_systems(cfg: KGCConfig, runtime: LLMRuntime, schemas, selector, langua
                     shots=shots,
                     mode=cfg.output_mode,
                     languages=languages,
+                    spans=cfg.spans,
                 )
                 systems.append(
                     System(
@@ -144,6 +149,7 @@ def build_systems(cfg: KGCConfig, runtime: LLMRuntime, schemas, selector, langua
                     via=sc.via,
                     mode=cfg.output_mode,
                     max_attempts=cfg.team.max_attempts,
+                    spans=cfg.spans,
                 )
             systems.append(
                 System(

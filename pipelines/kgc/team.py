@@ -127,7 +127,8 @@ class CooperKGC:
 
     ``schemas`` maps dataset and schema names to schemas; ``selector`` chooses ``ways x shots``
     demonstrations per expert; ``mode`` is ``text`` (the paper's tuples) or ``json`` (a schema per
-    task); ``languages`` limits the start-up check of member schemas to the languages in the run."""
+    task); ``languages`` limits the start-up check of member schemas to the languages in the run;
+    ``spans`` (json mode): ``sentence`` limits spans to the sentence's substrings, ``free`` does not."""
 
     def __init__(
         self,
@@ -139,8 +140,10 @@ class CooperKGC:
         shots: int = 0,
         mode: str = "text",
         languages: Iterable[str] | None = None,
+        spans: str = "sentence",
     ):
         self.cfg, self.schemas, self.selector, self.mode, self.shots = cfg, schemas, selector, mode, shots
+        self.spans = spans
         self._llm_for = llm_for
         self._llms: dict[str, Any] = {}
         self._agents: dict[tuple[str, str], Any] = {}
@@ -183,6 +186,7 @@ class CooperKGC:
                 expert.schema,
                 bounds=bounds_for(expert.schema.language, self.cfg.bounds),
                 reason=reason,
+                spans=self.spans,
                 max_attempts=self.cfg.max_attempts,
                 retry_temperature=self.cfg.retry_temperature,
                 max_tokens=self.cfg.max_tokens.get(expert.task),

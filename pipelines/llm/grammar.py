@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,9 +47,20 @@ def _clean_error(exc: Exception) -> str:
 
 
 class SchemaGrammars:
-    """Compiled JSON-schema grammars for one tokenizer, each schema compiled once (thread-safe)."""
+    """Compiled JSON-schema grammars for one tokenizer, each schema compiled once (thread-safe).
 
-    def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: Sequence[int], threads: int = 2):
+    The ``max_cached`` most recently used grammars are kept: agents whose schema changes per call
+    (e.g. KGC spans limited to the sentence) would otherwise grow the cache with every sample."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        vocab_size: int,
+        stop_token_ids: Sequence[int],
+        threads: int = 2,
+        max_cached: int = 512,
+    ):
         import xgrammar as xgr
 
         started = time.perf_counter()
@@ -58,7 +70,8 @@ class SchemaGrammars:
         self.vocab_size = vocab_size
         self._compiler = xgr.GrammarCompiler(self.tokenizer_info, max_threads=threads, cache_enabled=False)
         self.setup_seconds = time.perf_counter() - started
-        self._compiled: dict[str, Any] = {}  # schema key -> CompiledGrammar | LLMError
+        self._compiled: OrderedDict[str, Any] = OrderedDict()  # schema key -> CompiledGrammar | LLMError
+        self.max_cached = max_cached
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -67,17 +80,16 @@ class SchemaGrammars:
     def compile(self, schema: dict[str, Any]) -> Any:
         """The grammar of ``schema`` (compiled on first use); LLMError if xgrammar rejects it."""
         key = schema_key(schema)
-        found = self._compiled.get(key)
-        if found is None:
-            with self._lock:
-                found = self._compiled.get(key)
-                if found is None:
-                    found = self._compile_new(key)
-                    self._compiled[key] = found
-                else:
-                    self.hits += 1
-        else:
-            self.hits += 1
+        with self._lock:
+            found = self._compiled.get(key)
+            if found is None:
+                found = self._compile_new(key)
+                self._compiled[key] = found
+                while len(self._compiled) > self.max_cached:
+                    self._compiled.popitem(last=False)
+            else:
+                self.hits += 1
+                self._compiled.move_to_end(key)
         if isinstance(found, LLMError):
             raise found
         return found

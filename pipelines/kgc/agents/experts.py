@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Agent
-from pipelines.kgc.answers import AnswerBounds
+from pipelines.kgc.answers import AnswerBounds, bounds_for, candidate_spans
 from pipelines.kgc.parsing import ANSWER_MODELS, Extraction, answer_schema, from_model, json_example, parse_text_answer
 from pipelines.kgc.schema import Schema
 
@@ -45,13 +45,24 @@ def extraction_agent(
     role: str | None = None,
     bounds: AnswerBounds | None = None,
     reason: bool = True,
+    spans: str = "sentence",
     **sampling: Any,
 ) -> Agent[Extraction]:
     """An agent whose reply is a ``task`` extraction: text mode parses the paper's format
     (``schema`` splits tuples whose spans hold commas); json mode validates the task's answer
     model and sends the backend the bounded answer schema (:func:`answer_schema`: ``schema``'s
-    types as enums, ``bounds`` (default: per language), the reason field when ``reason``).
+    types as enums, ``bounds`` (default: per language), the reason field when ``reason``);
+    ``spans="sentence"`` narrows it per call to spans of the call's ``text`` variable
+    (:func:`candidate_spans`), ``"free"`` keeps any bounded string.
     ``sampling``: Agent keywords (max_attempts, temperature, n, ...)."""
+    if spans not in ("sentence", "free"):
+        raise ValueError(f"spans must be 'sentence' or 'free', got {spans!r}")
+    b = bounds or bounds_for(schema.language)
+
+    def grounded_schema(vars: dict[str, Any]) -> dict[str, Any]:
+        choices = candidate_spans(vars["text"], language=schema.language, max_chars=b.span_chars)
+        return answer_schema(task, schema, bounds=b, reason=reason, spans=choices)
+
     agent = Agent(
         name,
         folder,
@@ -59,9 +70,10 @@ def extraction_agent(
         role=role or name,
         output=ANSWER_MODELS[task],
         from_output=partial(from_model, task),
+        call_schema=grounded_schema if spans == "sentence" else None,
         **{k: v for k, v in sampling.items() if v is not None or k in ("retry_temperature",)},
     )
-    agent.json_schema = answer_schema(task, schema, bounds=bounds, reason=reason)
+    agent.json_schema = answer_schema(task, schema, bounds=b, reason=reason)
     return agent
 
 
@@ -72,12 +84,16 @@ def make_expert(
     role: str | None = None,
     bounds: AnswerBounds | None = None,
     reason: bool = False,
+    spans: str = "sentence",
     **sampling: Any,
 ) -> Agent[Extraction]:
     """The expert of ``task`` (template ``<task>_expert``, role ``<task>_expert``); ``reason``:
-    its json answer starts with a reason (collaboration rounds), else it extracts directly."""
+    its json answer starts with a reason (collaboration rounds), else it extracts directly;
+    ``spans``: see :func:`extraction_agent`."""
     name = f"{task}_expert"
-    return extraction_agent(name, HERE, task, schema, role=role or name, bounds=bounds, reason=reason, **sampling)
+    return extraction_agent(
+        name, HERE, task, schema, role=role or name, bounds=bounds, reason=reason, spans=spans, **sampling
+    )
 
 
 def expert_vars(

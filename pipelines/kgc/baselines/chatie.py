@@ -43,10 +43,16 @@ def _type_of(task: str, item: Any) -> str:
 
 class ChatIE:
     def __init__(
-        self, llm_for: Callable[[str], Any], schemas: dict[str, Schema], *, mode: str = "text", **sampling: Any
+        self,
+        llm_for: Callable[[str], Any],
+        schemas: dict[str, Schema],
+        *,
+        mode: str = "text",
+        spans: str = "sentence",
+        **sampling: Any,
     ):
         self.llm = llm_for("chatie")
-        self.schemas, self.mode, self.sampling = schemas, mode, sampling
+        self.schemas, self.mode, self.sampling, self.spans = schemas, mode, sampling, spans
         self._agents: dict[tuple[str, str], Any] = {}
 
     def _agent(self, kind: str, schema: Schema) -> Any:
@@ -62,7 +68,7 @@ class ChatIE:
                 )
             else:
                 self._agents[key] = extraction_agent(
-                    "chatie_arguments", HERE, schema.task, schema, role="chatie", **self.sampling
+                    "chatie_arguments", HERE, schema.task, schema, role="chatie", spans=self.spans, **self.sampling
                 )
         return self._agents[key]
 

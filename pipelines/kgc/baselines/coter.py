@@ -27,10 +27,16 @@ def parse_evidence(text: str) -> str:
 
 class CoTER:
     def __init__(
-        self, llm_for: Callable[[str], Any], schemas: dict[str, Schema], *, mode: str = "text", **sampling: Any
+        self,
+        llm_for: Callable[[str], Any],
+        schemas: dict[str, Schema],
+        *,
+        mode: str = "text",
+        spans: str = "sentence",
+        **sampling: Any,
     ):
         self.llm = llm_for("coter")
-        self.schemas, self.mode, self.sampling = schemas, mode, sampling
+        self.schemas, self.mode, self.sampling, self.spans = schemas, mode, sampling, spans
         plain = {k: v for k, v in sampling.items() if v is not None}
         self.evidence_agent = Agent("coter_step", HERE, parse_evidence, role="coter", **plain)
         self._final: dict[str, Any] = {}
@@ -39,7 +45,7 @@ class CoTER:
         schema = self.schemas[sentence.dataset]
         if schema.name not in self._final:
             self._final[schema.name] = extraction_agent(
-                "coter_step", HERE, schema.task, schema, role="coter", **self.sampling
+                "coter_step", HERE, schema.task, schema, role="coter", spans=self.spans, **self.sampling
             )
         vars: dict[str, Any] = {
             "text": sentence.text,
