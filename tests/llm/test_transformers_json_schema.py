@@ -120,6 +120,22 @@ def test_second_compile_of_a_schema_is_a_fast_cache_hit_and_key_order_matters():
     assert grammars.compile(reordered) is not first and grammars.misses == 2
 
 
+def test_grammar_cache_keeps_the_most_recently_used_schemas():
+    tokenizer = load_qwen_tokenizer()
+    grammars = SchemaGrammars(
+        tokenizer, vocab_size=len(tokenizer), stop_token_ids=[tokenizer.eos_token_id], max_cached=2
+    )
+    schemas = [{"enum": [word]} for word in ("red", "green", "blue")]
+    first = grammars.compile(schemas[0])
+    grammars.compile(schemas[1])
+    assert grammars.compile(schemas[0]) is first  # a hit makes it the most recent
+    grammars.compile(schemas[2])  # evicts "green", the least recently used
+    assert len(grammars._compiled) == 2 and grammars.misses == 3
+    assert grammars.compile(schemas[0]) is first and grammars.misses == 3
+    grammars.compile(schemas[1])
+    assert grammars.misses == 4
+
+
 def test_mask_allows_eos_only_once_the_json_is_complete_and_leaves_other_rows_alone(qwen):
     tokenizer, grammars, stop = qwen
     reply = tokenizer.encode('{"answer": 4, "confident": true}')
