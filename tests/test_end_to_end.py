@@ -1,7 +1,8 @@
 """The whole pipeline as a new user runs it: ``dvc repro`` in a fresh copy of the project (no
 ``../shared``), on the offline models, with the smoke profile (configs/profiles/smoke.yaml) laid
 over params.yaml. Every stage must run and hand real rows to the next; a second ``dvc repro``
-must find nothing to do."""
+must find nothing to do; a ``dvc exp run -S`` variant reruns only the stages its parameter feeds,
+and ``dvc exp show`` lists it beside the baseline."""
 
 from __future__ import annotations
 
@@ -84,3 +85,21 @@ def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
     second = _dvc(project, "repro", timeout=600)
     assert second.returncode == 0, second.stderr[-4000:]
     assert "Running stage" not in second.stdout, second.stdout[-4000:]
+
+    for command in (["add", "-A"], ["commit", "-qm", "first run"]):
+        subprocess.run([*git, *command], cwd=project, check=True, capture_output=True)
+    variant = _dvc(project, "exp", "run", "-n", "fewer-traces", "-S", "report.trace_limit=3", timeout=600)
+    assert variant.returncode == 0, variant.stdout[-4000:] + variant.stderr[-4000:]
+    assert "Running stage 'report'" in variant.stdout and "Running stage 'evaluate'" not in variant.stdout
+    shown = _dvc(project, "exp", "show", "--json", timeout=300)
+    assert shown.returncode == 0, shown.stderr[-4000:]
+    from pipelines.evaluation.ablations import experiments
+
+    found = {e["name"]: e for e in experiments(json.loads(shown.stdout))}
+    assert found["fewer-traces"]["params"]["report.trace_limit"] == 3
+    baseline = next(e for e in found.values() if e["baseline"])
+    assert baseline["params"]["report.trace_limit"] != 3
+    ours, theirs = (e["metrics"]["reports/report/metrics.json"] for e in (found["fewer-traces"], baseline))
+    for team in ("tagging", "kgc", "ram2c"):  # the variant's trace browser shows at most 3 samples per team
+        shown, samples = ours[f"traces.{team}.shown"], theirs[f"traces.{team}.samples"]
+        assert shown == min(3, samples) and theirs[f"traces.{team}.shown"] == min(200, samples), team
