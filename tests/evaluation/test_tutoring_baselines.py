@@ -10,10 +10,12 @@ import re
 import pytest
 
 from pipelines.config import ConfigError, validate_section
-from pipelines.evaluation.evaluate import needed_sections
+from pipelines.evaluation.evaluate import needed_sections, tables_markdown
 from pipelines.evaluation.evaluate_config import EvaluateConfig
 from pipelines.evaluation.evaluate_tutoring import evaluate_tutoring
 from pipelines.evaluation.hts import tuned_position
+from pipelines.evaluation.plot_data import plot_rows
+from pipelines.evaluation.report_inputs import evaluate_sections
 from pipelines.evaluation.tutoring_baselines import baseline_roles
 from pipelines.io import read_jsonl
 from pipelines.llm.client import backend_key
@@ -117,6 +119,19 @@ def test_two_baselines_give_two_rows_each_with_its_judgments_and_deltas(tmp_path
     glm_prompts = [r["prompt"][-1]["content"] for r in read_jsonl(out / "glm/judge_traces.jsonl") if "prompt" in r]
     assert glm_prompts and all(GLM_DRAFT in p and TUNED_REPLY in p for p in glm_prompts)
     assert [s.model for s in result["specs"]] == ["scripted-base", "scripted-tuned", "scripted-glm"]
+    # the report shows every row: HTS Table 1, the deltas table and the plot data
+    metrics = {"tutoring": section, "deltas": result["deltas"], "deltas_provenance": "scripted"}
+    lines = tables_markdown(metrics).splitlines()
+    cells = {"scripted-tuned vs scripted-base": "100.0 (-) [100.0, 100.0]", "scripted-tuned vs glm": "0.0 (-) [0.0, 0.0]"}
+    for label, cell in cells.items():
+        assert f"| {label} | {cell} | {cell} | {cell} |" in lines
+    assert "| tutoring | responder | hts_safety_vs_glm | 50.0 | 0.0 | -50.0 | [-50.0, -50.0] | 3 |" in lines
+    assert "| tutoring | responder | hts_safety | 50.0 | 100.0 | +50.0 | [+50.0, +50.0] | 3 |" in lines
+    _, csv_rows = plot_rows(evaluate_sections(metrics))["hts_scores.csv"]
+    assert [(r["comparison"], r["score"]) for r in csv_rows if r["dimension"] == "teaching"] == [
+        ("scripted-tuned vs scripted-base", 100.0),
+        ("scripted-tuned vs glm", 0.0),
+    ]
 
 
 def test_reference_team_baseline_is_the_e_groups_synthesis_of_the_reference_draft(tmp_path):
