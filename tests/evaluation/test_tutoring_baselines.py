@@ -122,7 +122,10 @@ def test_two_baselines_give_two_rows_each_with_its_judgments_and_deltas(tmp_path
     # the report shows every row: HTS Table 1, the deltas table and the plot data
     metrics = {"tutoring": section, "deltas": result["deltas"], "deltas_provenance": "scripted"}
     lines = tables_markdown(metrics).splitlines()
-    cells = {"scripted-tuned vs scripted-base": "100.0 (-) [100.0, 100.0]", "scripted-tuned vs glm": "0.0 (-) [0.0, 0.0]"}
+    cells = {
+        "scripted-tuned vs scripted-base": "100.0 (-) [100.0, 100.0]",
+        "scripted-tuned vs glm": "0.0 (-) [0.0, 0.0]",
+    }
     for label, cell in cells.items():
         assert f"| {label} | {cell} | {cell} | {cell} |" in lines
     assert "| tutoring | responder | hts_safety_vs_glm | 50.0 | 0.0 | -50.0 | [-50.0, -50.0] | 3 |" in lines
