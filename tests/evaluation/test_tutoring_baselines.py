@@ -241,3 +241,20 @@ def test_reference_roles_keep_the_ram2c_sampling_unless_the_backend_sets_its_own
     assert {"glm_r", "glm_r/expert", "glm_r/synthesizer", "glm_r/query_rewriter"} <= set(roles)
     assert all(roles[r].model == "glm-4" and roles[r].sampling.temperature == 0.2 for r in roles if r != "glm")
     assert "glm/expert" not in roles  # a plain reference runs no team
+
+
+def test_the_readme_example_is_valid_params():
+    import yaml
+
+    from tests.evaluation.evaluate_fixtures import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "kind: reference_team" in b]
+    cfg = validate_section(yaml.safe_load(block)["evaluate"], EvaluateConfig, section="evaluate")
+    assert [(b.name, b.kind) for b in cfg.tutoring.baselines] == [
+        ("base", "base"),
+        ("glm", "reference"),
+        ("glm_r", "reference_team"),
+    ]
+    assert {b.backend.api_key_env for b in cfg.tutoring.baselines[1:]} == {"ZHIPUAI_API_KEY"}
+    assert needed_sections(cfg) == ["tagging", "kgc", "ram2c", "build_kb", "retrieval"]
