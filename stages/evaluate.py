@@ -5,7 +5,8 @@ and, for each system in ``evaluate.systems``, that system's generate section (``
 ``ram2c``: the base setup); runs :func:`pipelines.evaluation.evaluate.evaluate` and writes:
 
 - ``reports/evaluate/metrics.json`` (tuned vs base per system, bootstrap deltas) and ``tables.md``;
-- ``data/evaluate/<system>/{base,tuned}/`` traces and predictions; ``data/evaluate/tutoring/judgments.jsonl``.
+- ``data/evaluate/<system>/{base,tuned}/`` traces and predictions; ``data/evaluate/tutoring/judgments.jsonl``
+  (against ``base``) and ``data/evaluate/tutoring/<baseline>/`` (replies, judgments) for the other baselines.
 
     python -m stages.evaluate [--params params.yaml] [--section evaluate] [--debug]
 
@@ -30,9 +31,16 @@ log = logging.getLogger("edumas")
 def section_models() -> dict:
     from pipelines.kgc.config import KGCConfig
     from pipelines.ram2c.config import Ram2cConfig
+    from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
     from pipelines.tagging.config import TaggingConfig
 
-    return {"tagging": TaggingConfig, "kgc": KGCConfig, "ram2c": Ram2cConfig}
+    return {
+        "tagging": TaggingConfig,
+        "kgc": KGCConfig,
+        "ram2c": Ram2cConfig,
+        "build_kb": BuildKBConfig,  # a reference_team tutoring baseline's knowledge bases
+        "retrieval": RetrievalConfig,
+    }
 
 
 def summary_line(metrics: dict) -> str:

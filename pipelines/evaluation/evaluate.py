@@ -5,14 +5,17 @@ the base model on held-out data, with the generation stage's metrics and paired 
 
 - tagging: the SFT adapter as the team's agents (:mod:`pipelines.evaluation.evaluate_tagging`);
 - kgc: the SFT adapter as the CooperKGC experts (:mod:`pipelines.evaluation.evaluate_kgc`);
-- tutoring: the DPO adapter as the responder, HTS pairwise judging (:mod:`pipelines.evaluation.evaluate_tutoring`).
+- tutoring: the DPO adapter as the responder against each baseline (the base model, a reference
+  model, or a reference model with the RAM2C team), HTS pairwise judging
+  (:mod:`pipelines.evaluation.evaluate_tutoring`).
 
 Returns the metrics (the stage writes ``<reports_dir>/metrics.json``)::
 
     {"offline_default": bool,
      "tagging": {"base": {metric: value}, "tuned": {...}, "n", "provenance", "models", ...},
      "kgc": {"base": {...}, "tuned": {...}, "n", "provenance", "datasets", "rows", "reference", ...},
-     "tutoring": {"hts": {"tables": {"1": {"rows": ..., "provenance"}}, ...}, "n", ...},
+     "tutoring": {"hts": {"tables": {"1": {"rows": {one per baseline}, "provenance"}}, ...}, "n",
+                  "baselines": {name: {"kind", "models", "row", "n"}}, ...},
      "deltas": [bootstrap.delta_row rows], "deltas_provenance": str,
      "systems": [...], "seconds": {system: s}, "bootstrap": {...}}
 
@@ -37,9 +40,15 @@ SECTION_OF = {"tagging": "tagging", "kgc": "kgc", "tutoring": "ram2c"}
 ADAPTER_OF = {"tagging": "sft", "kgc": "sft", "tutoring": "dpo"}
 
 
+TEAM_SECTIONS = ("build_kb", "retrieval")
+"""What a ``reference_team`` tutoring baseline reads besides ``ram2c``: the team's knowledge bases."""
+
+
 def needed_sections(cfg: EvaluateConfig) -> list[str]:
-    """The generate sections the chosen systems read (``tagging``, ``kgc``, ``ram2c``)."""
-    return [SECTION_OF[s] for s in cfg.systems]
+    """The generate sections the chosen systems read (``tagging``, ``kgc``, ``ram2c``), and
+    ``build_kb`` / ``retrieval`` when a tutoring baseline runs the RAM2C team."""
+    team = "tutoring" in cfg.systems and cfg.tutoring.needs_team()
+    return [SECTION_OF[s] for s in cfg.systems] + (list(TEAM_SECTIONS) if team else [])
 
 
 def check_adapters(cfg: EvaluateConfig, root: Path) -> None:
@@ -75,7 +84,10 @@ async def evaluate_async(cfg: EvaluateConfig, sections: dict[str, Any], root: Pa
     deltas, specs, seconds = [], [], {}
     for system in cfg.systems:
         start = time.perf_counter()
-        result = await runners[system](sections[SECTION_OF[system]], cfg, root=root)
+        extra = {}
+        if system == "tutoring" and all(k in sections for k in TEAM_SECTIONS):
+            extra["kb"] = tuple(sections[k] for k in TEAM_SECTIONS)
+        result = await runners[system](sections[SECTION_OF[system]], cfg, root=root, **extra)
         seconds[system] = round(time.perf_counter() - start, 1)
         metrics[system] = result["section"]
         deltas += result["deltas"]

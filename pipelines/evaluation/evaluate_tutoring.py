@@ -1,12 +1,15 @@
-"""The DPO adapter as the tutoring responder, against the base model, judged pairwise (HTS).
+"""The DPO adapter as the tutoring responder, against each baseline, judged pairwise (HTS).
 
 Held-out items are (topic, student answer) prompts exactly as the RAM2C drafter saw them: the DPO
 rows of ``data/train/dpo``'s eval split, plus rows of ``extra_rows`` (the generated pairs) whose
 prompt is not in the train split (make_datasets splits by prompt, so these were never trained on).
 Each arm answers every prompt as the drafter does (its template's parser, sampling and tag, so the
-base arm's requests are those of generation); items both arms answered are judged per dimension
-by the HTS judges (:func:`pipelines.evaluation.hts_config.run_judging`: positions randomised,
-4/2/0 scoring, Fleiss' kappa).
+base arm's requests are those of generation). The baselines (``evaluate.tutoring.baselines``,
+:mod:`pipelines.evaluation.tutoring_baselines`) are the base model, a reference model, or a
+reference model whose draft the RAM2C team rewrites. Per baseline, the items it and the tuned arm
+both answered are judged per dimension by the HTS judges
+(:func:`pipelines.evaluation.hts_config.run_judging`: positions randomised, 4/2/0 scoring, Fleiss'
+kappa): one row of HTS Table 1 and one bootstrap delta per dimension each.
 """
 
 from __future__ import annotations
@@ -20,10 +23,19 @@ from typing import Any
 from pipelines.agents import Runner, SampleTrace
 from pipelines.evaluation.bootstrap import delta_row
 from pipelines.evaluation.evaluate_config import EvaluateConfig, TutoringEvalConfig
-from pipelines.evaluation.hts import HTSItem
 from pipelines.evaluation.hts_config import run_judging
-from pipelines.evaluation.scoring import hts_score
+from pipelines.evaluation.scoring import hts_score, position_preference
 from pipelines.evaluation.tuned import check_held_out, require_adapter, tuned_llm_config
+from pipelines.evaluation.tutoring_baselines import (
+    baseline_items,
+    baseline_model,
+    baseline_roles,
+    judgment_files,
+    open_team,
+    provenance_line,
+    row_label,
+    team_refiner,
+)
 from pipelines.io import read_jsonl, write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
@@ -49,6 +61,8 @@ class HeldOutPrompt:
     answer: str
     language: str
     turn: int
+    student: str | None = None  # the persona id the pair's dialogue had (meta.student)
+    book: str = ""  # meta.book when recorded (the expert groups do not read it)
 
 
 def _meta(row: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +104,11 @@ def held_out_prompts(cfg: TutoringEvalConfig, *, root: Path, seed: int, data_car
         row, meta = chosen[row_id], _meta(chosen[row_id])
         answer = next(m["content"] for m in reversed(row["prompt"]) if m["role"] == "user")
         topic = str(meta.get("topic", ""))
+        language, turn = meta.get("language", "en"), int(meta.get("turn", 1))
         prompts.append(
-            HeldOutPrompt(row_id, row["prompt"], topic, answer, meta.get("language", "en"), int(meta.get("turn", 1)))
+            HeldOutPrompt(
+                row_id, row["prompt"], topic, answer, language, turn, meta.get("student"), str(meta.get("book", ""))
+            )
         )
     return prompts
 
@@ -109,15 +126,20 @@ def responder(ram2c: Ram2cConfig) -> RecordedPromptAgent:
     )
 
 
-async def replies(prompts, llm, agent, ram2c: Ram2cConfig, *, arm: str, folder: Path, progress: bool) -> dict[str, str]:
-    """``{prompt id: reply}`` of one arm (failed ones left out); its traces go to ``folder/traces.jsonl``."""
+async def replies(
+    prompts, llm, agent, ram2c: Ram2cConfig, *, arm: str, folder: Path, progress: bool, refine=None
+) -> dict[str, str]:
+    """``{prompt id: reply}`` of one arm (failed ones left out); its traces go to ``folder/<arm>/traces.jsonl``.
+    ``refine(prompt, draft, trace)`` (a reference_team baseline) turns each draft into the reply."""
 
     async def worker(p: HeldOutPrompt, trace: SampleTrace) -> str | None:
         record = await agent.run(
             llm, {"prompt": p.prompt, "language": p.language}, tag=f"drafter/{p.turn}", mode=ram2c.output_mode
         )
         trace.add(record, arm=arm)
-        return record.parsed if record.ok else None
+        if not record.ok:
+            return None
+        return record.parsed if refine is None else await refine(p, record.parsed, trace)
 
     report = await Runner(ram2c.concurrency, desc=f"tutoring {arm}", progress=progress).run(
         prompts, worker, sample_id=lambda p: p.id
@@ -128,12 +150,13 @@ async def replies(prompts, llm, agent, ram2c: Ram2cConfig, *, arm: str, folder: 
 
 def tutoring_llm(ram2c: Ram2cConfig, cfg: TutoringEvalConfig, adapter: str | None) -> LLMConfig:
     """One config for the run: roles ``base`` and ``tuned`` (the drafter's backend, its sampling;
-    tuned with the adapter) and the judges' roles on the base backend unless ``judge_llm`` is set."""
+    tuned with the adapter), the baselines' roles (:func:`baseline_roles`) and the judges' roles on
+    the base backend unless ``judge_llm`` is set."""
     role = cfg.roles[0]
     entry = ram2c.llm.roles.get(role)
     base_spec = ram2c.llm.spec_for(role).model_copy(update={"sampling": entry.sampling if entry else None})
     tuned = tuned_llm_config(ram2c.llm, [role], adapter=adapter, backend=cfg.tuned_backend).roles[role]
-    roles = {"base": base_spec, "tuned": tuned}
+    roles = {"base": base_spec, "tuned": tuned, **baseline_roles(ram2c, cfg.baselines, drafter=role)}
     if cfg.judge_llm is None:
         roles.update({r: base_spec.model_copy(update={"sampling": None}) for r in cfg.hts.roles()})
     return LLMConfig(
@@ -144,8 +167,9 @@ def tutoring_llm(ram2c: Ram2cConfig, cfg: TutoringEvalConfig, adapter: str | Non
     )
 
 
-def dimension_deltas(judgments, ev: EvaluateConfig) -> list[dict[str, Any]]:
-    """Per dimension: the per-item HTS score of the tuned replies (its judges pooled) against parity (50)."""
+def dimension_deltas(judgments, ev: EvaluateConfig, *, suffix: str = "") -> list[dict[str, Any]]:
+    """Per dimension: the per-item HTS score of the tuned replies (its judges pooled) against parity
+    (50), as metric ``hts_<dimension><suffix>``."""
     rows = []
     for dimension in ev.tutoring.hts.dimensions:
         by_item: dict[str, list[str]] = {}
@@ -162,7 +186,7 @@ def dimension_deltas(judgments, ev: EvaluateConfig) -> list[dict[str, Any]]:
                 parity,
                 team="tutoring",
                 system="responder",
-                metric=f"hts_{dimension}",
+                metric=f"hts_{dimension}{suffix}",
                 scale=1.0,
                 **ev.bootstrap.model_dump(),
             )
@@ -170,55 +194,85 @@ def dimension_deltas(judgments, ev: EvaluateConfig) -> list[dict[str, Any]]:
     return rows
 
 
-async def evaluate_tutoring(ram2c: Ram2cConfig, ev: EvaluateConfig, *, root: Path) -> dict[str, Any]:
-    """Answer the held-out prompts with both arms and judge them; returns ``{"section", "deltas", "specs"}``."""
+async def answer_all(prompts, runtime, ram2c: Ram2cConfig, ev: EvaluateConfig, *, root: Path, out: Path, kb, retriever):
+    """``{arm: {prompt id: reply}}`` for ``tuned`` and every baseline (``base`` or its name)."""
+    agent = responder(ram2c)
+    baselines = {b.name: b for b in ev.tutoring.baselines}
+    arms = {"base": baselines.pop("base")} if "base" in baselines else {}
+    arms.update({"tuned": None, **baselines})  # base first, as without baselines
+    answered = {}
+    for arm, baseline in arms.items():
+        refine = None
+        if baseline is not None and baseline.kind == "reference_team":
+            team = open_team(ram2c, baseline, runtime, root=root, kb=kb, retriever=retriever)
+            refine = team_refiner(team, ram2c)
+        answered[arm] = await replies(
+            prompts, runtime.for_role(arm), agent, ram2c, arm=arm, folder=out, progress=ev.progress, refine=refine
+        )
+    return answered
+
+
+async def evaluate_tutoring(
+    ram2c: Ram2cConfig,
+    ev: EvaluateConfig,
+    *,
+    root: Path,
+    kb: tuple | None = None,
+    backends: dict | None = None,
+    retriever=None,
+) -> dict[str, Any]:
+    """Answer the held-out prompts with the tuned arm and every baseline and judge each baseline
+    against the tuned replies; returns ``{"section", "deltas", "specs"}``. ``kb``: the ``(build_kb,
+    retrieval)`` sections a reference_team baseline's retrieval reads; ``backends`` (built backends
+    by :func:`pipelines.llm.client.backend_key`) and ``retriever`` replace those the config names."""
     cfg = ev.tutoring
     adapter = None if cfg.tuned_backend else str(require_adapter(root / ev.dpo_adapter, method="dpo"))
     prompts = held_out_prompts(cfg, root=root, seed=cfg.hts.seed, data_card=Path(ev.data_card))
     llm_cfg = tutoring_llm(ram2c, cfg, adapter)
     out = root / ev.outputs.traces_dir / "tutoring"
-    runtime = LLMRuntime(llm_cfg)
-    judges_runtime = LLMRuntime(cfg.judge_llm) if cfg.judge_llm is not None else runtime
+    runtime = LLMRuntime(llm_cfg, backends=backends)
+    judges_runtime = LLMRuntime(cfg.judge_llm, backends=backends) if cfg.judge_llm is not None else runtime
+    judged = {}
     try:
-        agent = responder(ram2c)
-        answered = {
-            arm: await replies(prompts, runtime.for_role(arm), agent, ram2c, arm=arm, folder=out, progress=ev.progress)
-            for arm in ("base", "tuned")
-        }
-        items = [
-            HTSItem(p.id, p.topic, p.answer, answered["tuned"][p.id], answered["base"][p.id], p.language)
-            for p in prompts
-            if p.id in answered["tuned"] and p.id in answered["base"]
-        ]
-        if not items:
-            raise StageError(
-                f"tutoring: no held-out prompt was answered by both arms ({len(prompts)} asked); see {out}"
-            )
-        judged = await run_judging(items, judges_runtime, cfg.hts, progress=ev.progress)
+        answered = await answer_all(prompts, runtime, ram2c, ev, root=root, out=out, kb=kb, retriever=retriever)
+        items = {b.name: baseline_items(prompts, answered, b, out) for b in cfg.baselines}
+        for b in cfg.baselines:
+            judged[b.name] = await run_judging(items[b.name], judges_runtime, cfg.hts, progress=ev.progress)
     finally:
         await runtime.close()
         if judges_runtime is not runtime:
             await judges_runtime.close()
-    judged["report"].write_traces(out / "judge_traces.jsonl")
-    write_jsonl_atomic(out / "judgments.jsonl", [j.to_row() for j in judged["judgments"]])
     base_model = Path(llm_cfg.roles["base"].model).name
     tuned_name = cfg.tuned_backend.model if cfg.tuned_backend else f"{base_model} + {ev.dpo_adapter}"
+    rows, described, deltas, baselines = {}, [], [], {}
+    for b in cfg.baselines:
+        judgments_file, traces_file = judgment_files(out, b)
+        judged[b.name]["report"].write_traces(traces_file)
+        write_jsonl_atomic(judgments_file, [j.to_row() for j in judged[b.name]["judgments"]])
+        label, models = row_label(b, tuned_name=tuned_name, base_model=base_model), baseline_model(b, base_model, ram2c)
+        label = f"{label} ({b.name})" if label in rows else label  # a baseline named like the base model
+        rows[label] = judged[b.name]["scores"]
+        described.append((label, models, len(items[b.name])))
+        suffix = "" if b.name == "base" else f"_vs_{b.name}"
+        deltas += dimension_deltas(judged[b.name]["judgments"], ev, suffix=suffix)
+        baselines[b.name] = {"kind": b.kind, "models": models, "row": label, "n": len(items[b.name])}
+    n = len({item.id for judged_items in items.values() for item in judged_items})
     judges = ", ".join(j.name for j in cfg.hts.judges)
-    provenance = (
-        f"{len(items)} held-out (topic, student answer) prompts (DPO eval split and generated pairs not in the train "
-        f"split); replies of {tuned_name} vs {base_model} as the drafter, judged pairwise by {judges}"
-    )
+    provenance = provenance_line(n, tuned_name, described, judges)
+    every_judgment = [j for b in cfg.baselines for j in judged[b.name]["judgments"]]
     hts = {
-        "tables": {"1": {"rows": {f"{tuned_name} vs {base_model}": judged["scores"]}, "provenance": provenance}},
-        "position_preference": judged["position_preference"],
+        "tables": {"1": {"rows": rows, "provenance": provenance}},
+        "position_preference": position_preference(every_judgment),
         "judges": [j.name for j in cfg.hts.judges],
         "provenance": provenance,
     }
     section = {
         "hts": hts,
-        "n": len(items),
+        "n": n,
         "n_prompts": len(prompts),
         "failed_replies": {arm: len(prompts) - len(answered[arm]) for arm in answered},
+        "baselines": baselines,
     }
-    specs = [llm_cfg.roles["base"], llm_cfg.roles["tuned"]] + ([cfg.judge_llm.default] if cfg.judge_llm else [])
-    return {"section": section, "deltas": dimension_deltas(judged["judgments"], ev), "specs": specs}
+    specs = [llm_cfg.roles[arm] for arm in dict.fromkeys(["base", *answered])]  # judges too, without judge_llm
+    specs += [cfg.judge_llm.default] if cfg.judge_llm else []
+    return {"section": section, "deltas": deltas, "specs": specs}

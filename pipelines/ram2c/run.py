@@ -147,6 +147,40 @@ def aggregate(summaries: list[dict | None]) -> dict[str, Any]:
     }
 
 
+def check_retrieval_groups(cfg: Ram2cConfig, retrieval_cfg: RetrievalConfig) -> None:
+    """ValueError naming the fix when an active group reads a retrieval group ``retrieval.groups`` lacks."""
+    unknown = [g.retrieval_group for g in cfg.active_groups() if g.retrieval_group not in retrieval_cfg.groups]
+    if unknown:
+        raise ValueError(f"ram2c.groups name retrieval groups {unknown} missing from retrieval.groups; add them")
+
+
+def open_team_retrieval(
+    cfg: Ram2cConfig,
+    build_cfg: BuildKBConfig,
+    retrieval_cfg: RetrievalConfig,
+    *,
+    rewriter_llm: Any,
+    root: Path,
+    retriever: Any = None,
+    reranker: Any = None,
+) -> tuple[Any, Any]:
+    """``(retriever, reranker)`` of the team: the knowledge base of ``build_cfg`` with ``rewriter_llm``
+    as the query rewriter (``cfg.n_rewrites`` over ``retrieval.n_rewrites``), and the cross-encoder
+    when ``ablation.selection`` is ``rerank`` (else None); ones passed in are kept."""
+    if retriever is None:
+        from pipelines.retrieval.service import open_retriever
+
+        if cfg.n_rewrites is not None:
+            retrieval_cfg = retrieval_cfg.model_copy(update={"n_rewrites": cfg.n_rewrites})
+        retriever = open_retriever(build_cfg, retrieval_cfg, llm=rewriter_llm, root=root)
+    if reranker is None and cfg.ablation.selection == "rerank":
+        from pipelines.retrieval.rerank import CrossEncoderReranker
+
+        rerank_cfg = retrieval_cfg.rerank.model_copy(update={"model": str(root / retrieval_cfg.rerank.model)})
+        reranker = CrossEncoderReranker(rerank_cfg)
+    return retriever, reranker
+
+
 async def generate_ram2c_async(
     cfg: Ram2cConfig,
     build_cfg: BuildKBConfig,
@@ -159,25 +193,23 @@ async def generate_ram2c_async(
 ) -> dict[str, Any]:
     """Run the stage; a runtime passed in is used and left open, one made here is closed."""
     root = Path(root)
-    unknown = [g.retrieval_group for g in cfg.active_groups() if g.retrieval_group not in retrieval_cfg.groups]
-    if unknown:
-        raise ValueError(f"ram2c.groups name retrieval groups {unknown} missing from retrieval.groups; add them")
+    check_retrieval_groups(cfg, retrieval_cfg)
     passages = [p for s in cfg.sources if s.language == cfg.language for p in load_passages(s, root)]
     own_runtime = runtime is None
     runtime = runtime or LLMRuntime(cfg.llm)
     try:
         await runtime.preflight()
-        if retriever is None:
-            from pipelines.retrieval.service import open_retriever
-
-            if cfg.n_rewrites is not None:
-                retrieval_cfg = retrieval_cfg.model_copy(update={"n_rewrites": cfg.n_rewrites})
-            retriever = open_retriever(build_cfg, retrieval_cfg, llm=runtime.for_role("query_rewriter"), root=root)
-        if reranker is None and cfg.ablation.selection == "rerank":
-            from pipelines.retrieval.rerank import CrossEncoderReranker
-
-            rerank_cfg = retrieval_cfg.rerank.model_copy(update={"model": str(root / retrieval_cfg.rerank.model)})
-            reranker = CrossEncoderReranker(rerank_cfg)
+        if retriever is None and cfg.n_rewrites is not None:  # the fingerprint records the rewrites used
+            retrieval_cfg = retrieval_cfg.model_copy(update={"n_rewrites": cfg.n_rewrites})
+        retriever, reranker = open_team_retrieval(
+            cfg,
+            build_cfg,
+            retrieval_cfg,
+            rewriter_llm=runtime.for_role("query_rewriter"),
+            root=root,
+            retriever=retriever,
+            reranker=reranker,
+        )
         fingerprint = params_fingerprint(cfg, build_cfg, retrieval_cfg)
         return await _generate(cfg, root, runtime, retriever, reranker, passages, fingerprint=fingerprint)
     finally:

@@ -47,3 +47,13 @@ def make_personas(n: int, language: str, *, seed: int = 0) -> list[Persona]:
         g, (t1, t2), it, lv = combos[i % len(combos)]
         out.append(Persona(f"s{i}", grades[g], (traits[t1], traits[t2]), interests[it], levels[lv]))
     return out
+
+
+def persona_by_id(persona_id: object, language: str, *, seed: int = 0) -> Persona | None:
+    """The persona ``s<i>`` that :func:`make_personas` (same ``language`` and ``seed``) gave the
+    i-th dialogue, as recorded in a pair's ``meta.student``; None for an id of another form."""
+    text = str(persona_id or "")
+    if not (text.startswith("s") and text[1:].isdigit()):
+        return None
+    index = int(text[1:])
+    return make_personas(index + 1, language, seed=seed)[index]

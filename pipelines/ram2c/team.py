@@ -131,31 +131,44 @@ class Ram2cTeam:
             }
             drafted, rewrites = await asyncio.gather(
                 self._step(result, "drafter", draft_vars, trace, turn),
-                self._rewrite(result, f"{topic}\n{answer}", trace, turn),
+                self.rewrite(result, topic, answer, trace, turn),
             )
             if not drafted.ok:
                 result.failures, result.stopped = result.failures + 1, f"drafter failed in turn {turn}"
                 break
             ctx = TurnContext(lang, book, topic, student, answer, turn, rewrites)
-            reply, outcomes = drafted.parsed, []
-            for group in self.groups:  # T -> P -> E: each group refines the previous group's reply
-                outcome = await group.refine(ctx, reply, trace)
-                outcomes.append(outcome)
-                result.failures += outcome.failures
-                result.calls += outcome.calls
-                result.tokens += outcome.tokens
-                reply = outcome.reply_out
+            reply, outcomes = await self.refine(ctx, drafted.parsed, trace, result)
             result.turns.append(Turn(turn, drafted.prompt, answer, drafted.parsed, reply, outcomes))
             history = history + [{"role": "user", "content": answer}, {"role": "assistant", "content": reply}]
             teacher_reply = reply
         return result
 
-    async def _rewrite(self, result: Dialogue, query: str, trace: SampleTrace, turn: int) -> list[str] | None:
-        """The turn's query rewrites, shared by every group (None: the retriever has no rewriter)."""
+    async def refine(
+        self, ctx: TurnContext, draft: str, trace: SampleTrace, result: Dialogue
+    ) -> tuple[str, list[GroupOutcome]]:
+        """One turn's refinement of ``draft``: T -> P -> E, each group refining the previous group's
+        reply; returns (the last group's reply, every group's outcome) and counts calls, tokens and
+        failures into ``result``. The dialogue runs it after its drafter; the evaluation runs it on a
+        reference model's draft (the paper's GLM-R)."""
+        reply, outcomes = draft, []
+        for group in self.groups:
+            outcome = await group.refine(ctx, reply, trace)
+            outcomes.append(outcome)
+            result.failures += outcome.failures
+            result.calls += outcome.calls
+            result.tokens += outcome.tokens
+            reply = outcome.reply_out
+        return reply, outcomes
+
+    async def rewrite(
+        self, result: Dialogue, topic: str, answer: str, trace: SampleTrace, turn: int
+    ) -> list[str] | None:
+        """The turn's rewrites of (topic, answer), shared by every group (None: the retriever has no
+        rewriter); the call is traced and counted into ``result``."""
         rewriter = getattr(self.retriever, "rewriter", None)
         if rewriter is None:
             return None
-        outcome = await rewriter.run(query)
+        outcome = await rewriter.run(f"{topic}\n{answer}")
         if outcome.record is not None:
             trace.add(outcome.record, step="query_rewriter", turn=turn)
             result.calls += outcome.record.calls

@@ -66,7 +66,7 @@ def dpo_rows(n: int) -> list[dict]:
             {"role": "system", "content": f"You are a literature teacher. Discussion topic: topic {i}?"},
             {"role": "user", "content": f"I think Crusoe was brave, answer {i}."},
         ]
-        meta = {"language": "en", "topic": f"topic {i}?", "turn": 1, "dialogue": f"d{i}"}
+        meta = {"language": "en", "topic": f"topic {i}?", "turn": 1, "dialogue": f"d{i}", "student": f"s{i}"}
         rows.append(dpo_row(prompt, f"chosen {i}", f"rejected {i}", source="ram2c", sample_id=f"d{i}-t1", meta=meta))
     return rows
 

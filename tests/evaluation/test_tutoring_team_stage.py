@@ -1,0 +1,113 @@
+"""Stage ``evaluate`` (tutoring only) with a ``reference_team`` baseline on a real knowledge base
+(``data/kb_sources`` embedded with the offline MiniLM) and scripted models: the stage loads the
+``build_kb`` / ``retrieval`` sections, the team retrieves real documents, rewrites the query on the
+reference backend, votes, and the E group's synthesis is the baseline's reply."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from pipelines.config import load_section
+from pipelines.io import read_jsonl
+from pipelines.retrieval.build import build_knowledge_base
+from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
+from stages.evaluate import main
+from tests.evaluation.evaluate_fixtures import BASE_REPLY, ROOT, TUNED_REPLY, jsonl, write_dpo_data
+from tests.tiny_models import minilm_dir
+
+pytestmark = pytest.mark.slow  # builds a knowledge base with MiniLM (~30-60 s on 2 shared cores)
+GLM_DRAFT = "GLM draft: what made Crusoe go to sea?"
+GLM_R = "GLM-R reply: you noticed his courage! What would you have done?"
+TEACHER = r"You are a literature teacher\."
+GLM_RULES = [
+    {"match": "Judge every document", "reply": "1: yes\n2: yes\n3: no"},
+    {"match": "Rewrite the search query", "reply": '{"rewrites": ["why Crusoe was brave"]}'},  # json mode
+    {"match": "analyse explicitly", "reply": "The student sees courage; the reply could ask why."},
+    {"match": "rewrite the teacher's reply", "reply": "Revised: what made Crusoe brave?"},
+    {"match": "You merge several improved versions", "reply": GLM_R},
+    {"match": TEACHER, "reply": GLM_DRAFT},
+]
+
+
+def test_reference_team_baseline_through_the_stage(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EDUMAS_TRACKING", "0")
+    params_file = ROOT / "params.yaml"
+    build = load_section("build_kb", BuildKBConfig, params_file)
+    sources = [s.model_copy(update={"path": str(ROOT / s.path)}) for s in build.sources if not s.optional]
+    build = build.model_copy(
+        update={
+            "sources": sources,
+            "embedder": build.embedder.model_copy(update={"path": str(minilm_dir())}),
+            "store": build.store.model_copy(update={"path": "kb"}),
+        }
+    )
+    retrieval = load_section("retrieval", RetrievalConfig, params_file).model_copy(update={"n_rewrites": 1})
+    build_knowledge_base(build, retrieval.groups, root=tmp_path, progress=False)
+    write_dpo_data(tmp_path)
+    scripted = {
+        name: jsonl(tmp_path / f"{name}.jsonl", rules)
+        for name, rules in {
+            "base": [
+                {"match": "Dimension to judge", "reply": "Fine.\nVerdict: A"},
+                {"match": TEACHER, "reply": BASE_REPLY},
+            ],
+            "tuned": [{"match": TEACHER, "reply": TUNED_REPLY}],
+            "glm": GLM_RULES,
+        }.items()
+    }
+    glm = {"kind": "scripted", "model": "scripted-glm", "replies": str(scripted["glm"])}
+    params = {
+        "build_kb": build.model_dump(mode="json"),
+        "retrieval": retrieval.model_dump(mode="json"),
+        "ram2c": {
+            "output_mode": "text",
+            "progress": False,
+            "experts_per_group": 2,
+            "llm": {"default": {"kind": "scripted", "replies": str(scripted["base"])}, "cache": "cache/llm.sqlite"},
+        },
+        "evaluate": {
+            "systems": ["tutoring"],
+            "progress": False,
+            "bootstrap": {"resamples": 50},
+            "tutoring": {
+                "tuned_backend": {"kind": "scripted", "model": "scripted-tuned", "replies": str(scripted["tuned"])},
+                "baselines": [
+                    {"name": "base", "kind": "base"},
+                    {"name": "glm_r", "kind": "reference_team", "backend": glm},
+                ],
+                "hts": {"mode": "text", "resamples": 50, "judges": [{"name": f"j{k}", "seed": k} for k in (1, 2)]},
+            },
+        },
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert main(["--params", str(tmp_path / "params.yaml")]) == 0
+
+    metrics = json.loads((tmp_path / "reports/evaluate/metrics.json").read_text())
+    rows = metrics["tutoring"]["hts"]["tables"]["1"]["rows"]
+    assert list(rows) == ["scripted-tuned vs scripted", "scripted-tuned vs glm_r"]
+    assert metrics["tutoring"]["baselines"]["glm_r"]["n"] == 3 and metrics["tutoring"]["failed_replies"]["glm_r"] == 0
+    assert [r["metric"] for r in metrics["deltas"]] == [
+        *(f"hts_{d}" for d in ("humanized", "teaching", "safety")),
+        *(f"hts_{d}_vs_glm_r" for d in ("humanized", "teaching", "safety")),
+    ]
+    traces = read_jsonl(tmp_path / "data/evaluate/tutoring/glm_r/traces.jsonl")
+    for item in ("ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1"):
+        mine = [t for t in traces if t["sample_id"] == item]
+        hits = {t["group"]: t["parsed"]["hits"] for t in mine if t.get("step") == "retrieval"}
+        assert set(hits) == {"T", "P", "E"} and all(hits.values())  # real documents from the store
+        kinds = {g: {h["kind"] for h in found} for g, found in hits.items()}
+        assert kinds["E"] <= set(retrieval.groups["ethics"]) and kinds["P"] <= set(retrieval.groups["psychologist"])
+        assert [t["parsed"] for t in mine if t.get("step") == "query_rewriter"] == [["why Crusoe was brave"]]
+        votes = [t for t in mine if t.get("step") == "reflection"]
+        assert len(votes) == 3 and all(len(v["parsed"]["documents"]) == 3 for v in votes)  # reflection.candidates
+        (final,) = [t for t in mine if t.get("step") == "team"]
+        (synthesis,) = [t for t in mine if t.get("group") == "E" and t.get("step") == "synthesizer"]
+        assert synthesis["parsed"] == final["parsed"]["reply"] == GLM_R and final["parsed"]["draft"] == GLM_DRAFT
+    judged = [r for r in read_jsonl(tmp_path / "data/evaluate/tutoring/glm_r/judge_traces.jsonl") if r["prompt"]]
+    assert len(judged) == 3 * 3 * 2 and all(GLM_R in r["prompt"][-1]["content"] for r in judged)
+    assert "scripted-tuned vs glm_r" in (tmp_path / "reports/evaluate/tables.md").read_text()
+
