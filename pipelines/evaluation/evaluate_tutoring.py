@@ -103,7 +103,10 @@ def held_out_prompts(cfg: TutoringEvalConfig, *, root: Path, seed: int, data_car
     for row_id in ids:
         row, meta = chosen[row_id], _meta(chosen[row_id])
         answer = next(m["content"] for m in reversed(row["prompt"]) if m["role"] == "user")
-        topic = str(meta.get("topic", ""))
+        # a row without a recorded topic (e.g. a hand-written pair): the judges see its system prompt,
+        # the context the responder answered in
+        system = next((m["content"] for m in row["prompt"] if m["role"] == "system"), "")
+        topic = str(meta.get("topic") or system)
         language, turn = meta.get("language", "en"), int(meta.get("turn", 1))
         prompts.append(
             HeldOutPrompt(

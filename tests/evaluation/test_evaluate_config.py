@@ -91,6 +91,15 @@ def test_held_out_set_is_never_trained_on(tmp_path):
     assert [p.id for p in prompts] == ["ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1", "ram2c-d7-t1"]
     assert not {p.id for p in prompts} & train_ids and prompts[0].topic == "topic 4?"
     assert prompts[0].answer == "I think Crusoe was brave, answer 4." and prompts[0].prompt[-1]["role"] == "user"
+    untitled = tmp_path / "untitled"  # a pair without a recorded topic: the judges see its system prompt
+    (untitled / "data/train").mkdir(parents=True)
+    write_dpo_data(untitled, train=1, evaluation=0, extra=1)
+    generated = untitled / "data/generated/ram2c/dpo.jsonl"
+    rows = [json.loads(line) for line in generated.read_text().splitlines()]
+    rows[-1]["meta"].pop("topic")
+    jsonl(generated, rows)
+    (only,) = held_out_prompts(cfg, root=untitled, seed=0, data_card=untitled / "data/train/data_card.json")
+    assert only.topic == "You are a literature teacher. Discussion topic: topic 1?"
     card = tmp_path / "data/train/data_card.json"
     two, again = (held_out_prompts(TutoringEvalConfig(items=2), root=tmp_path, seed=3, data_card=card) for _ in "12")
     assert len(two) == 2 and [p.id for p in two] == [p.id for p in again]
