@@ -180,7 +180,7 @@ class Runner:
                 admission.release()
 
         async def one(index: int, item: I) -> None:
-            install(self.limiter, index)
+            install(self.limiter)  # one priority for all: calls are served in arrival order
             sid = sample_id(item) if sample_id else str(index)
             trace = SampleTrace(sid)
             began = time.perf_counter()
