@@ -13,14 +13,15 @@ a busy one answers everything that queued up with one query per kind::
 
 Only searches with the same kinds, ``k`` and ``where`` share a query. Chroma searches every vector
 of a query on its own, so each vector's hits are exactly those of a query of its own. A failing
-query fails the searches of its batch group only.
+query fails the searches of its batch group only. Each event loop has its own queue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,31 +44,38 @@ class _Search:
         return self.kinds, self.k, json.dumps(self.where, sort_keys=True, default=str) if self.where else ""
 
 
+@dataclass
+class _Queue:
+    """One event loop's searches waiting for the next batch, and the task that runs the batches."""
+
+    pending: list[_Search] = field(default_factory=list)
+    drain: asyncio.Task | None = None
+
+
 class SearchBatcher:
     """Batches :meth:`KnowledgeStore.query` calls of concurrent searches (see the module docstring)."""
 
     def __init__(self, store: KnowledgeStore):
         self.store = store
         self.queries = 0  # Chroma queries made (one per kind per batch group)
-        self._pending: list[_Search] = []
-        self._drain: asyncio.Task | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> _Queue
 
     async def search(self, kinds: list[str], vectors: np.ndarray, k: int, where: dict | None = None) -> PerKind:
         """The top-``k`` chunks of every vector in every kind: ``result[kind_index][vector_index]``."""
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a new event loop: whatever an old one left behind is gone
-            self._loop, self._pending, self._drain = loop, [], None
+        queue = self._loops.get(loop)
+        if queue is None:
+            queue = self._loops[loop] = _Queue()
         item = _Search(tuple(kinds), np.asarray(vectors, dtype=np.float32), k, where, loop.create_future())
-        self._pending.append(item)
-        if self._drain is None:
-            self._drain = asyncio.ensure_future(self._run_batches())
+        queue.pending.append(item)
+        if queue.drain is None:
+            queue.drain = asyncio.ensure_future(self._run_batches(queue))
         return await item.future
 
-    async def _run_batches(self) -> None:
+    async def _run_batches(self, queue: _Queue) -> None:
         try:
-            while self._pending:
-                batch, self._pending = self._pending, []
+            while queue.pending:
+                batch, queue.pending = queue.pending, []
                 outcomes = await asyncio.to_thread(self._query, batch)
                 for item, outcome in zip(batch, outcomes, strict=True):
                     if item.future.done():  # its caller was cancelled
@@ -77,11 +85,11 @@ class SearchBatcher:
                     else:
                         item.future.set_result(outcome)
         finally:
-            self._drain = None
-            for item in self._pending:  # only left when this task itself was cancelled
+            queue.drain = None
+            for item in queue.pending:  # only left when this task itself was cancelled
                 if not item.future.done():
                     item.future.cancel()
-            self._pending = []
+            queue.pending = []
 
     def _query(self, batch: list[_Search]) -> list[PerKind | BaseException]:
         """Worker thread: one store query per kind for each group of searches that can share one."""

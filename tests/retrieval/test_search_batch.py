@@ -91,3 +91,29 @@ def test_empty_kinds_give_empty_results():
     batcher = SearchBatcher(FakeStore())
     assert asyncio.run(batcher.search([], vectors(1), 3)) == []
     assert batcher.queries == 0
+
+
+def test_event_loops_in_two_threads_each_get_their_answers():
+    import threading
+    import time
+
+    class SlowStore(FakeStore):
+        def query(self, kind, vectors, k, where=None):
+            time.sleep(0.01)
+            return super().query(kind, vectors, k, where)
+
+    batcher = SearchBatcher(SlowStore())
+    answers = {}
+
+    def worker(name, first):
+        async def main():
+            return await asyncio.gather(*(batcher.search(["a"], vectors(first + i), 1) for i in range(3)))
+
+        answers[name] = [r[0][0][0].id for r in asyncio.run(main())]
+
+    threads = [threading.Thread(target=worker, args=(n, f), daemon=True) for n, f in (("x", 10), ("y", 20))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert answers == {"x": ["a-10-0", "a-11-0", "a-12-0"], "y": ["a-20-0", "a-21-0", "a-22-0"]}
