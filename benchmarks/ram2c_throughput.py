@@ -17,7 +17,8 @@ shown beside it, and so is the schedule floor (:func:`greedy_rounds`: what the l
 calls cost nothing but their latency; at 50 dialogues x 3 experts each expert step is 150 calls
 wide, more than 128 slots, so the floor is 17 s against the bound's 15 s). ``datasets`` is imported
 before the clock starts (a process start-up cost of 2-3 s on a loaded 2-core machine, not
-generation work).
+generation work). Measured 2026-12-01 at load average 3-5: 17.5-17.8 s, ratio 1.17-1.19 (goal not met:
+the floor alone is 1.133); 10 dialogues 15.4 s, 1.03 (README, Benchmarks).
 
     python benchmarks/ram2c_throughput.py [--dialogues 50] [--concurrency 128] [--latency 1.0]
         [--candidates 3] [--vote-call per_expert|per_document]

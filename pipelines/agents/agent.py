@@ -51,8 +51,13 @@ class AgentSchemaError(LLMError):
     """An agent's output schema cannot be used (not JSON-schema-able, or the backend cannot compile it)."""
 
 
+_PLAIN = frozenset({str, int, float, bool})
+
+
 def to_jsonable(value: Any) -> Any:
     """Dataclasses, pydantic models, tuples and sets turned into plain JSON values."""
+    if value is None or type(value) in _PLAIN:  # most values of a trace row: nothing to convert
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if hasattr(value, "model_dump"):

@@ -1,12 +1,18 @@
-"""One concurrency limit for every LLM call of a run, with older samples served first.
+"""One concurrency limit for every LLM call of a run, waiting calls served first come, first served.
 
-The runner installs a :class:`CallLimiter` and each sample's ordinal in context variables; every
-LLM call enters ``call_slot()`` inside ``LLM.chat`` after a cache miss (a hit holds no slot), and
-anything else that should share the limit enters it too. Tasks created
-with ``asyncio.gather`` inherit the context, so a team's parallel agents need no plumbing.
-Waiting calls are granted in order of their sample's ordinal (then arrival), so samples already
-under way finish before new ones start: the engine's queue stays deep while the tail stays short.
-Outside a run ``call_slot()`` does not limit anything.
+The runner installs a :class:`CallLimiter` in a context variable; every LLM call enters
+``call_slot()`` inside ``LLM.chat`` after a cache miss (a hit holds no slot), and anything else
+that should share the limit enters it too. Tasks created with ``asyncio.gather`` inherit the
+context, so a team's parallel agents need no plumbing. Waiting calls are granted in order of
+their priority (``install(limiter, priority)``; the runner gives every sample 0), then of arrival.
+
+Why arrival order and not "older samples first" (each sample's ordinal as its priority, as
+before): when a step of many samples is wider than the free slots, ordinal priority lets the
+low samples take every slot step after step while the high ones stall and finish alone at the
+end, one call at a time. 50 RAM2C dialogues at concurrency 128, one-second calls: the dialogue
+phase needs 23 rounds with ordinal priority and 16 in arrival order; measured 20.3 s -> 18.4 s
+(kgc_throughput 1.072 -> 1.044, tagging_throughput unchanged). The runner's admission window
+still bounds the samples in flight. Outside a run ``call_slot()`` does not limit anything.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ in ``report.failures`` and stored in its outcome; the run goes on.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 import traceback
@@ -161,6 +162,11 @@ class Runner:
         next_index = [0]
         total = total if total is not None else (len(items) if hasattr(items, "__len__") else None)
         bar = tqdm(total=total, desc=self.desc, unit="sample", disable=not self.progress)
+        # what exists before the run (libraries, configs, stores) lives on; frozen, the collector's full
+        # passes skip it instead of stopping every call in flight to walk it (the outermost run only)
+        froze = gc.get_freeze_count() == 0
+        if froze:
+            gc.freeze()
         start = time.perf_counter()
 
         def deliver() -> None:
@@ -180,7 +186,7 @@ class Runner:
                 admission.release()
 
         async def one(index: int, item: I) -> None:
-            install(self.limiter, index)
+            install(self.limiter)  # one priority for all: calls are served in arrival order
             sid = sample_id(item) if sample_id else str(index)
             trace = SampleTrace(sid)
             began = time.perf_counter()
@@ -209,6 +215,8 @@ class Runner:
             for task in list(tasks):
                 task.cancel()
             bar.close()
+            if froze:
+                gc.unfreeze()
         report.wall_s = time.perf_counter() - start
         report.peak_concurrency = self.limiter.peak
         if report.failures:

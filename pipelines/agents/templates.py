@@ -70,19 +70,23 @@ class PromptTemplate:
         """Text of one block, stripped of surrounding whitespace; raises if the block is missing."""
         return self._block(self._template(language), language, block, vars)
 
-    def _block(self, template: jinja2.Template, language: str, block: str, vars: dict[str, Any]) -> str:
+    def _block(
+        self, template: jinja2.Template, language: str, block: str, vars: dict[str, Any], context: Any = None
+    ) -> str:
         if block not in template.blocks:
             raise TemplateError(f"{self.path(language)}: block '{block}' is missing")
-        context = template.new_context(vars)
+        context = context if context is not None else template.new_context(vars)
         return "".join(template.blocks[block](context)).strip()
 
     def render(self, language: str, **vars: Any) -> list[Message]:
         """Chat messages: a system message (when the file has that block) then the user message."""
         template = self._template(language)
+        context = template.new_context(vars)  # one for all blocks, as a whole-template render has
         messages: list[Message] = []
         for block in MESSAGE_BLOCKS:
             if block in template.blocks:
-                messages.append({"role": block, "content": self._block(template, language, block, vars)})
+                content = self._block(template, language, block, vars, context)
+                messages.append({"role": block, "content": content})
         if not messages or messages[-1]["role"] != "user":
             raise TemplateError(f"{self.path(language)}: needs a 'user' block")
         return messages

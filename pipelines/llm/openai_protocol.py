@@ -84,12 +84,29 @@ def strict_allowed(schema: dict[str, Any]) -> bool:
     return closed(schema)
 
 
+_FORMATS: dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any]]] = {}  # (id(schema), mode) -> (schema, field)
+
+
 def response_format(schema: dict[str, Any] | None, mode: str) -> dict[str, Any] | None:
-    """The ``response_format`` field for ``schema`` under ``structured_output`` mode, or None."""
+    """The ``response_format`` field for ``schema`` under ``structured_output`` mode, or None.
+
+    An agent sends the same schema object with every call: its field is worked out once (the cache
+    holds the schema too, so its id is never reused while cached) and sent as the same value."""
     if schema is None or mode == "none":
         return None
     if mode == "json_object":
         return {"type": "json_object"}
+    cached = _FORMATS.get((id(schema), mode))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    field = _json_schema_format(schema)
+    if len(_FORMATS) >= 256:
+        _FORMATS.clear()
+    _FORMATS[(id(schema), mode)] = (schema, field)
+    return field
+
+
+def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
     name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "response"))[:64]
     spec: dict[str, Any] = {"name": name, "schema": schema}
     if strict_allowed(schema):

@@ -7,7 +7,9 @@ optionally reranks with a cross-encoder (the candidates beyond ``rerank.candidat
 fused order), and returns a :class:`RetrievalResult`: a sequence of :class:`Hit` objects that say
 how each chunk was found, plus what the step did for a trace (queries, hits with ids, kinds and
 scores, latency, the rewriter's agent record). Embedding and Chroma queries run in a worker
-thread, never on the event loop. ``dense(query, ...)`` is the single-query baseline.
+thread, never on the event loop; the Chroma queries of concurrent retrievals are merged into one
+per kind (:class:`~pipelines.retrieval.search_batch.SearchBatcher`; every query's hits stay its
+own). ``dense(query, ...)`` is the single-query baseline.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from typing import Any
 
 from pipelines.agents.agent import AgentRecord
 from pipelines.retrieval.config import RetrievalConfig
-from pipelines.retrieval.embedders import Embedder, lexical_score
+from pipelines.retrieval.embedders import Embedder, Encoded, lexical_score
 from pipelines.retrieval.fusion import reciprocal_rank_fusion
 from pipelines.retrieval.rerank import CrossEncoderReranker
 from pipelines.retrieval.rewrite import QueryRewriter
+from pipelines.retrieval.search_batch import SearchBatcher
 from pipelines.retrieval.store import KnowledgeStore, StoredChunk
 
 
@@ -135,6 +138,7 @@ class Retriever:
         self.rewriter = rewriter
         self.reranker = reranker
         self._encode_lock = threading.Lock()  # one tokenizer/model: concurrent encodes would clash
+        self.searches = SearchBatcher(store)  # concurrent retrievals share Chroma queries
 
     def kinds_for(self, group: str | None, kinds: list[str] | None) -> list[str]:
         if kinds:
@@ -145,13 +149,20 @@ class Retriever:
             raise KeyError(f"unknown expert group {group!r}; known: {sorted(self.cfg.groups)} (retrieval.groups)")
         return list(self.cfg.groups[group])
 
+    def _encode(self, queries: list[str]) -> Encoded:
+        with self._encode_lock:
+            return self.embedder.encode_queries(queries)
+
     def _ranked(self, queries: list[str], kinds: list[str], k: int, where: dict | None) -> list[list[StoredChunk]]:
         """Top-``k`` chunks per query over ``kinds``, merged by (hybrid) score."""
-        with self._encode_lock:
-            encoded = self.embedder.encode_queries(queries)
-        merged: list[list[StoredChunk]] = [[] for _ in queries]
-        for kind in kinds:
-            for i, chunks in enumerate(self.store.query(kind, encoded.dense, k, where)):
+        encoded = self._encode(queries)
+        return self._merge(encoded, [self.store.query(kind, encoded.dense, k, where) for kind in kinds], k)
+
+    def _merge(self, encoded: Encoded, per_kind: list[list[list[StoredChunk]]], k: int) -> list[list[StoredChunk]]:
+        """Each query's chunks of every kind (``per_kind[kind][query]``), best ``k`` by (hybrid) score."""
+        merged: list[list[StoredChunk]] = [[] for _ in range(len(encoded.dense))]
+        for hits in per_kind:
+            for i, chunks in enumerate(hits):
                 merged[i].extend(chunks)
         if self.cfg.sparse_weight > 0 and encoded.sparse is not None:
             for i, chunks in enumerate(merged):
@@ -207,7 +218,9 @@ class Retriever:
             outcome = await self.rewriter.run(query)
         rewrites = list(rewrites) if rewrites is not None else (outcome.rewrites if outcome is not None else [])
         queries = [query] + rewrites
-        ranked = await asyncio.to_thread(self._ranked, queries, kinds, self.cfg.per_query_k, where)
+        encoded = await asyncio.to_thread(self._encode, queries)
+        per_kind = await self.searches.search(kinds, encoded.dense, self.cfg.per_query_k, where)
+        ranked = self._merge(encoded, per_kind, self.cfg.per_query_k)
         by_id: dict[str, Hit] = {}
         for q, chunks in zip(queries, ranked, strict=False):
             for chunk in chunks:

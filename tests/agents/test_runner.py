@@ -86,6 +86,24 @@ def test_older_samples_are_served_first():
     assert order == [1, 3, 5]
 
 
+def test_runner_serves_waiting_calls_in_arrival_order_across_samples():
+    # limit 1: s0's first call holds the slot while s1 and s2 queue; s0's second call arrives after
+    # them and waits its turn (with the sample ordinal as priority it would jump ahead of s2)
+    order = []
+
+    async def worker(item, trace):
+        calls = 2 if item == 0 else 1
+        for _ in range(calls):
+            async with call_slot():
+                order.append(item)
+                await asyncio.sleep(0.01)
+        return item
+
+    report = asyncio.run(Runner(1, progress=False).run(range(3), worker))
+    assert report.results == [0, 1, 2]
+    assert order == [0, 1, 2, 0]
+
+
 def test_call_slot_is_free_outside_a_run_and_limit_must_be_positive():
     async def main():
         async with call_slot():

@@ -17,7 +17,7 @@ from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig, OpenAIBackendConfig
 from pipelines.llm.loopback import Fault, LoopbackServer
 from pipelines.llm.openai_backend import OpenAIBackend
-from pipelines.llm.openai_protocol import parse_retry_after
+from pipelines.llm.openai_protocol import parse_retry_after, response_format
 from pipelines.llm.ratelimit import RateLimiter, RateSchedule, estimate_tokens
 from pipelines.llm.types import LLMError, SamplingParams
 
@@ -131,6 +131,20 @@ def test_json_schema_sent_as_response_format(mode, expected):
     if expected is not None and mode in ("json_schema", "strict"):
         expected["json_schema"]["schema"] = schema
     assert srv.requests[0]["body"].get("response_format") == expected
+
+
+def test_response_format_is_worked_out_once_per_schema_object():
+    open_ = {"title": "A", "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    closed = open_ | {"title": "B", "additionalProperties": False}
+    first = response_format(closed, "json_schema")
+    assert first == {"type": "json_schema", "json_schema": {"name": "B", "schema": closed, "strict": True}}
+    assert response_format(closed, "json_schema") is first  # the same schema object: the same field, not rebuilt
+    not_strict = {"type": "json_schema", "json_schema": {"name": "A", "schema": open_}}
+    assert response_format(open_, "json_schema") == not_strict
+    equal = dict(closed)  # an equal schema that is another object is worked out on its own
+    assert response_format(equal, "json_schema") == first and response_format(equal, "json_schema") is not first
+    assert response_format(closed, "json_object") == {"type": "json_object"}
+    assert response_format(closed, "none") is None and response_format(None, "json_schema") is None
 
 
 def test_retry_after_429_is_honoured():

@@ -102,3 +102,31 @@ def test_metadata_filter_and_kinds(kb, minilm):
     assert hits[0].source.endswith("#sf-en-08")
     with pytest.raises(KeyError, match="unknown expert group 'nurse'"):
         retriever.dense("x", group="nurse")
+
+
+def test_concurrent_retrievals_get_the_hits_they_get_alone(kb, minilm):
+    cases = [
+        ("a tutor asks questions to lead the student", "teacher"),
+        ("nervous before the exam", "psychologist"),
+        ("hacking the school system", "ethics"),
+        ("waiting after asking the class a question", "teacher"),
+        ("putting off homework", "psychologist"),
+    ]
+
+    def run(concurrent: bool):
+        retriever = _retriever(kb, minilm, per_query_k=3)
+
+        async def main():
+            calls = [retriever.retrieve(q, group=g, top_k=4, rewrites=[q.upper()]) for q, g in cases]
+            if concurrent:
+                return await asyncio.gather(*calls)
+            return [await call for call in calls]
+
+        results = asyncio.run(main())
+        return [[(h.id, h.scores, h.found_by) for h in r] for r in results], retriever.searches.queries
+
+    alone, queries_alone = run(False)
+    together, queries_together = run(True)
+    assert together == alone and all(alone)
+    assert queries_alone == 3 + 1 + 1 + 3 + 1  # one Chroma query per kind of each group
+    assert queries_together <= queries_alone
