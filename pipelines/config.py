@@ -32,6 +32,15 @@ class ConfigError(ValueError):
     """A params file that cannot be used; the message says where and how to fix it."""
 
 
+def distinct(what: str, values: list[Any], *, why: str = "") -> list[Any]:
+    """``values`` unchanged, or a ValueError naming ``what`` (and ``why`` it matters) when one repeats."""
+    if len(set(values)) != len(values):
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        reason = f" ({why})" if why else ""
+        raise ValueError(f"{what} must be distinct{reason}, got {values}; repeated: {', '.join(repeated)}")
+    return values
+
+
 def _key_lines(text: str) -> dict[tuple[str, ...], int]:
     """Map every mapping key path in a YAML document to its 1-based line number."""
     lines: dict[tuple[str, ...], int] = {}

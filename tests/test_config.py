@@ -58,3 +58,12 @@ def test_yaml_syntax_error_names_line(tmp_path):
     path = write(tmp_path, "stage:\n  name: [unclosed\n")
     with pytest.raises(ConfigError, match=r"params.yaml:\d+: invalid YAML"):
         load_section("stage", Section, path)
+
+
+def test_distinct_names_the_repeated_values_and_why():
+    from pipelines.config import distinct
+
+    assert distinct("names", ["a", "b"]) == ["a", "b"]
+    expected = r"baselines must be distinct \(one row each\), got \['x', 'y', 'x'\]; repeated: x"
+    with pytest.raises(ValueError, match=expected):
+        distinct("baselines", ["x", "y", "x"], why="one row each")

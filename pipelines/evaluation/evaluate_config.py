@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from pipelines.config import StrictModel
+from pipelines.config import StrictModel, distinct
 from pipelines.evaluation.hts_config import HTSConfig, JudgeConfig
 from pipelines.llm.config import BackendConfig, LLMConfig
 
@@ -37,13 +37,6 @@ class BootstrapConfig(StrictModel):
     confidence: float = Field(0.95, gt=0.0, lt=1.0)
 
 
-def _distinct(what: str, values: list[str]) -> list[str]:
-    """``values`` unchanged, or a ValueError naming ``what`` when one repeats."""
-    if len(set(values)) != len(values):
-        raise ValueError(f"{what} must be distinct, got {values}")
-    return values
-
-
 class TunedRoles(StrictModel):
     """The roles the model under test plays; ``tuned_backend`` (a served fine-tune, e.g. an
     ``openai`` endpoint) replaces ``base + adapter`` in them when set."""
@@ -54,7 +47,7 @@ class TunedRoles(StrictModel):
     @field_validator("roles")
     @classmethod
     def _distinct(cls, roles: list[str]) -> list[str]:
-        return _distinct("roles", roles)
+        return distinct("roles", roles)
 
 
 class TaggingEvalConfig(TunedRoles):
@@ -165,9 +158,7 @@ class TutoringEvalConfig(TunedRoles):
     @field_validator("baselines")
     @classmethod
     def _distinct_baselines(cls, baselines: list[TutoringBaseline]) -> list[TutoringBaseline]:
-        names = [b.name for b in baselines]
-        if len(set(names)) != len(names):
-            raise ValueError(f"baseline names must be distinct (each names an HTS row and a folder), got {names}")
+        distinct("baseline names", [b.name for b in baselines], why="each names an HTS row and a folder")
         return baselines
 
     @model_validator(mode="after")
@@ -206,4 +197,4 @@ class EvaluateConfig(StrictModel):
     @field_validator("systems")
     @classmethod
     def _distinct_systems(cls, systems: list[str]) -> list[str]:
-        return _distinct("systems", systems)
+        return distinct("systems", systems)

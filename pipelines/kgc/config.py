@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from pipelines.agents.harness import GenerationOutputs
 from pipelines.agents.shards import ShardConfig
-from pipelines.config import StrictModel
+from pipelines.config import StrictModel, distinct
 from pipelines.kgc.datasets import DatasetConfig
 from pipelines.kgc.team import TeamConfig
 from pipelines.llm.config import LLMConfig
@@ -78,7 +78,5 @@ class KGCConfig(StrictModel):
     @field_validator("datasets")
     @classmethod
     def _names(cls, datasets: list[DatasetConfig]) -> list[DatasetConfig]:
-        names = [d.name for d in datasets]
-        if len(set(names)) != len(names):
-            raise ValueError(f"dataset names must be unique, got {names}")
+        distinct("dataset names", [d.name for d in datasets])
         return datasets

@@ -10,13 +10,10 @@ import json
 import pytest
 import yaml
 
-from pipelines.config import load_section
 from pipelines.io import read_jsonl
-from pipelines.retrieval.build import build_knowledge_base
-from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
 from stages.evaluate import main
-from tests.evaluation.evaluate_fixtures import BASE_REPLY, ROOT, TUNED_REPLY, jsonl, write_dpo_data
-from tests.tiny_models import minilm_dir
+from tests.demo_kb import build_demo_kb
+from tests.evaluation.evaluate_fixtures import BASE_REPLY, TUNED_REPLY, jsonl, write_dpo_data
 
 pytestmark = pytest.mark.slow  # builds a knowledge base with MiniLM (~30-60 s on 2 shared cores)
 GLM_DRAFT = "GLM draft: what made Crusoe go to sea?"
@@ -35,18 +32,7 @@ GLM_RULES = [
 def test_reference_team_baseline_through_the_stage(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EDUMAS_TRACKING", "0")
-    params_file = ROOT / "params.yaml"
-    build = load_section("build_kb", BuildKBConfig, params_file)
-    sources = [s.model_copy(update={"path": str(ROOT / s.path)}) for s in build.sources if not s.optional]
-    build = build.model_copy(
-        update={
-            "sources": sources,
-            "embedder": build.embedder.model_copy(update={"path": str(minilm_dir())}),
-            "store": build.store.model_copy(update={"path": "kb"}),
-        }
-    )
-    retrieval = load_section("retrieval", RetrievalConfig, params_file).model_copy(update={"n_rewrites": 1})
-    build_knowledge_base(build, retrieval.groups, root=tmp_path, progress=False)
+    build, retrieval = build_demo_kb(tmp_path, n_rewrites=1)
     write_dpo_data(tmp_path)
     scripted = {
         name: jsonl(tmp_path / f"{name}.jsonl", rules)

@@ -10,9 +10,8 @@ import pytest
 from pipelines.config import load_section
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.ram2c.run import generate_ram2c
-from pipelines.retrieval.build import build_knowledge_base
-from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
-from tests.tiny_models import minilm_dir, smollm2_dir
+from tests.demo_kb import build_demo_kb
+from tests.tiny_models import smollm2_dir
 
 PROJECT = Path(__file__).resolve().parents[2]
 PARAMS = PROJECT / "params.yaml"
@@ -20,17 +19,7 @@ PARAMS = PROJECT / "params.yaml"
 
 @pytest.mark.slow
 def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
-    build = load_section("build_kb", BuildKBConfig, PARAMS)
-    sources = [s.model_copy(update={"path": str(PROJECT / s.path)}) for s in build.sources if not s.optional]
-    build = build.model_copy(
-        update={
-            "sources": sources,
-            "embedder": build.embedder.model_copy(update={"path": str(minilm_dir())}),
-            "store": build.store.model_copy(update={"path": "kb"}),
-        }
-    )
-    retrieval = load_section("retrieval", RetrievalConfig, PARAMS).model_copy(update={"n_rewrites": 0})
-    build_knowledge_base(build, retrieval.groups, root=tmp_path, progress=False)
+    build, retrieval = build_demo_kb(tmp_path, n_rewrites=0)
     cfg = load_section("ram2c", Ram2cConfig, PARAMS)
     sources = [
         s.model_copy(
