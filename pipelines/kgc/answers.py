@@ -196,11 +196,16 @@ def answer_schema(
     ``schema`` (a dataset's) turns type fields into enums and gives each event type its roles;
     ``bounds`` default to :data:`DEFAULT_BOUNDS` of the schema's language; ``reason`` adds the
     reason field first (collaboration rounds); ``spans`` (e.g. :func:`candidate_spans` of the
-    sentence) are the only values a span may take (None or too many: any bounded string)."""
+    sentence) are the only values a span may take (None or too many: any bounded string), as one
+    enum under ``$defs`` that every span field references (EE repeats the span fields in each
+    event type's branch: 99 copies of the enum for the ACE schema otherwise, over OpenAI's limit of
+    1,000 enum values per schema)."""
     b = bounds or bounds_for(schema.language if schema else "en")
     span: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": b.span_chars}
-    if spans and len(spans) <= MAX_SPAN_CHOICES:
-        span = {"enum": list(spans)}
+    definitions: dict[str, Any] = {}
+    if spans and len(spans) <= MAX_SPAN_CHOICES:  # one enum, referenced by every span field
+        definitions = {"span": {"enum": list(spans)}}
+        span = {"$ref": "#/$defs/span"}
     label = {"type": "string", "minLength": 1, "maxLength": b.span_chars}
     types = schema.types() if schema is not None else []
     if task == "ner":
@@ -223,7 +228,8 @@ def answer_schema(
         raise ValueError(f"unknown task {task!r}; use ner, re or ee")
     properties: dict[str, Any] = {"reason": {"type": "string", "maxLength": b.reason_chars}} if reason else {}
     properties[ITEMS_KEY[task]] = {"type": "array", "items": item, "maxItems": b.items}
-    return _object(properties)
+    answer = _object(properties)
+    return {**answer, "$defs": definitions} if definitions else answer
 
 
 def from_model(task: str, answer: BaseModel) -> Extraction:

@@ -53,19 +53,22 @@ def test_quotes_and_backslashes_never_enter_a_candidate():
     assert not any('"' in s or "\\" in s for s in got)
 
 
-def test_answer_schema_with_spans_makes_every_span_an_enum():
+def test_answer_schema_with_spans_makes_every_span_one_shared_enum():
     spans = ["Lionel Messi", "Rosario", "Born"]
+    ref = {"$ref": "#/$defs/span"}
     ner = answer_schema("ner", load_schema("conllpp"), bounds=SMALL, spans=spans, reason=False)
-    assert ner["properties"]["entities"]["items"]["properties"]["text"] == {"enum": spans}
+    assert ner["$defs"] == {"span": {"enum": spans}}
+    assert ner["properties"]["entities"]["items"]["properties"]["text"] == ref
     re_item = answer_schema("re", load_schema("nyt11_hrl"), bounds=SMALL, spans=spans)["properties"]["triples"]["items"]
-    assert re_item["properties"]["head"] == re_item["properties"]["tail"] == {"enum": spans}
-    branch = answer_schema("ee", load_schema("ace05"), bounds=SMALL, spans=spans)["properties"]["events"]["items"]
-    first = branch["anyOf"][0]["properties"]
-    assert first["trigger"] == {"enum": spans}
-    assert first["arguments"]["items"]["properties"]["text"] == {"enum": spans}
+    assert re_item["properties"]["head"] == re_item["properties"]["tail"] == ref
+    ee = answer_schema("ee", load_schema("ace05"), bounds=SMALL, spans=spans)
+    branches = ee["properties"]["events"]["items"]["anyOf"]
+    assert all(b["properties"]["trigger"] == ref for b in branches)
+    assert all(b["properties"]["arguments"]["items"]["properties"]["text"] == ref for b in branches)
+    assert json.dumps(ee).count('"Rosario"') == 1  # one enum for the 33 event types' span fields
     too_many = [f"w{i}" for i in range(MAX_SPAN_CHOICES + 1)]
     free = answer_schema("ner", load_schema("conllpp"), bounds=SMALL, spans=too_many, reason=False)
-    assert free["properties"]["entities"]["items"]["properties"]["text"] == {
+    assert "$defs" not in free and free["properties"]["entities"]["items"]["properties"]["text"] == {
         "type": "string",
         "minLength": 1,
         "maxLength": 16,
@@ -103,8 +106,10 @@ def test_each_call_sends_the_spans_of_its_own_sentence(spans):
     assert [r.parsed.items[0].text for r in records] == ["Lionel Messi", "Lionel Messi"]
     sent = [p.json_schema["properties"]["entities"]["items"]["properties"]["text"] for p in backend.params]
     if spans == "sentence":
-        assert sent == [{"enum": candidate_spans(t, language="en", max_chars=16)} for t in texts]
-        assert "Rosario" in sent[1]["enum"] and "Rosario" not in sent[0]["enum"]
+        assert sent == [{"$ref": "#/$defs/span"}] * 2
+        enums = [p.json_schema["$defs"]["span"]["enum"] for p in backend.params]
+        assert enums == [candidate_spans(t, language="en", max_chars=16) for t in texts]
+        assert "Rosario" in enums[1] and "Rosario" not in enums[0]
     else:
         assert sent == [{"type": "string", "minLength": 1, "maxLength": 16}] * 2
     assert agent.json_schema["properties"]["entities"]["items"]["properties"]["text"]["maxLength"] == 16
@@ -137,3 +142,8 @@ def test_xgrammar_admits_only_the_sentences_spans():
     assert _admits(tokenizer, grammar, entity % "John West")
     for bad in ("Former South Carolin", "Carolina governor John", "Texas", "south carolina", "West died ."):
         assert not _admits(tokenizer, grammar, entity % bad), bad
+    events = _grammar(tokenizer, answer_schema("ee", load_schema("ace05"), spans=spans, reason=False))
+    event = '{"events": [{"event_type": "Life:Die", "trigger": "%s", "arguments": [{"role": "Victim", "text": "%s"}]}]}'
+    assert _admits(tokenizer, events, event % ("died", "John West"))
+    assert not _admits(tokenizer, events, event % ("killed", "John West"))
+    assert not _admits(tokenizer, events, event % ("died", "Jim West"))
