@@ -15,12 +15,18 @@ from typing import Any
 
 from pipelines.evaluation.bootstrap import delta_row
 from pipelines.evaluation.evaluate_config import EvaluateConfig
-from pipelines.evaluation.tuned import check_held_out, require_adapter, trained_rows, tuned_llm_config
+from pipelines.evaluation.tuned import (
+    adapter_under_test,
+    check_held_out,
+    trained_rows,
+    tuned_llm_config,
+    tuned_model_name,
+)
 from pipelines.io import read_jsonl
 from pipelines.kgc.config import KGCConfig, OutputsConfig
+from pipelines.kgc.report import items_from_json
 from pipelines.kgc.run import generate_kgc_async
-from pipelines.kgc.schema import Argument, Entity, Event, Triple
-from pipelines.kgc.scoring import score
+from pipelines.kgc.scoring import Counts, score
 
 SYSTEM = "cooperkgc@0shot"
 
@@ -52,38 +58,22 @@ def arm_config(kgc: KGCConfig, ev: EvaluateConfig, *, llm: Any, folder: Path) ->
     )
 
 
-def items_of(task: str, values: list[dict[str, Any]]) -> list[Any]:
-    """Entities, triples or events back from their JSON form in ``predictions.jsonl``."""
-    if task == "ner":
-        return [Entity(v["type"], v["text"], v.get("start", -1), v.get("end", -1)) for v in values]
-    if task == "re":
-        qualifiers = lambda v: tuple(tuple(q) for q in v.get("qualifiers", []))  # noqa: E731
-        return [Triple(v["head"], v["relation"], v["tail"], qualifiers(v)) for v in values]
-    return [
-        Event(v["type"], v["trigger"], tuple(Argument(a["role"], a["text"]) for a in v.get("arguments", [])))
-        for v in values
-    ]
-
-
 def sentence_counts(folder: Path) -> dict[str, dict[str, int]]:
     """``{sentence id: {"tp", "pred", "gold"}}`` of the final round of an arm (a failed sentence predicts nothing)."""
     out = {}
     for row in read_jsonl(folder / "predictions.jsonl"):
         prediction = row["predictions"].get(SYSTEM) or {}
         final = prediction.get("rounds", [[]])[-1] if prediction.get("rounds") else []
-        overall = score(row["task"], [(items_of(row["task"], row["gold"]), items_of(row["task"], final))])["overall"]
+        gold, predicted = (items_from_json(row["task"], items) for items in (row["gold"], final))
+        overall = score(row["task"], [(gold, predicted)])["overall"]
         out[row["id"]] = {k: overall[k] for k in ("tp", "pred", "gold")}
     return out
 
 
 def micro(counts: list[dict[str, int]]) -> dict[str, float]:
     """Pooled micro precision, recall and F1 of per-sentence counts."""
-    tp, pred, gold = (sum(c[k] for c in counts) for k in ("tp", "pred", "gold"))
-    return {
-        "precision": tp / pred if pred else 0.0,
-        "recall": tp / gold if gold else 0.0,
-        "f1": 2 * tp / (pred + gold) if pred + gold else 0.0,
-    }
+    pooled = Counts(*(sum(c[k] for c in counts) for k in ("tp", "pred", "gold")))
+    return {"precision": pooled.precision, "recall": pooled.recall, "f1": pooled.f1}
 
 
 def micro_f1(counts: list[dict[str, int]]) -> float:
@@ -93,7 +83,7 @@ def micro_f1(counts: list[dict[str, int]]) -> float:
 async def evaluate_kgc(kgc: KGCConfig, ev: EvaluateConfig, *, root: Path) -> dict[str, Any]:
     """Run both arms; returns ``{"section": metrics.json's kgc section, "deltas": [rows], "specs"}``."""
     spec = ev.kgc
-    adapter = None if spec.tuned_backend else str(require_adapter(root / ev.sft_adapter, method="sft"))
+    adapter = adapter_under_test(spec.tuned_backend, root / ev.sft_adapter, method="sft")
     trained = sft_sentence_ids(kgc, root, root / ev.sft_dataset)
     out = root / ev.outputs.traces_dir / "kgc"
     tuned_llm = tuned_llm_config(kgc.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
@@ -116,7 +106,7 @@ async def evaluate_kgc(kgc: KGCConfig, ev: EvaluateConfig, *, root: Path) -> dic
         )
     ]
     base_model = Path(kgc.llm.spec_for(spec.roles[0]).model).name
-    tuned_name = spec.tuned_backend.model if spec.tuned_backend else f"{base_model} + {ev.sft_adapter}"
+    tuned_name = tuned_model_name(spec.tuned_backend, base_model, ev.sft_adapter)
     labels = {"base": f"CooperKGC, base ({base_model})", "tuned": f"CooperKGC, tuned ({tuned_name})"}
     datasets = base["metrics"]["datasets"]
     rows = {

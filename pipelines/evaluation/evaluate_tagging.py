@@ -16,7 +16,13 @@ from typing import Any
 
 from pipelines.evaluation.bootstrap import delta_row
 from pipelines.evaluation.evaluate_config import EvaluateConfig
-from pipelines.evaluation.tuned import check_held_out, require_adapter, trained_rows, tuned_llm_config
+from pipelines.evaluation.tuned import (
+    adapter_under_test,
+    check_held_out,
+    trained_rows,
+    tuned_llm_config,
+    tuned_model_name,
+)
 from pipelines.io import read_jsonl
 from pipelines.stage import StageError
 from pipelines.tagging.config import OutputsConfig, TaggingConfig
@@ -70,7 +76,7 @@ def metric_statistic(metric: str, failure_outcome: str):
 async def evaluate_tagging(tagging: TaggingConfig, ev: EvaluateConfig, *, root: Path) -> dict[str, Any]:
     """Run both arms; returns ``{"section": metrics.json's tagging section, "deltas": [rows], "specs"}``."""
     spec = ev.tagging
-    adapter = None if spec.tuned_backend else str(require_adapter(root / ev.sft_adapter, method="sft"))
+    adapter = adapter_under_test(spec.tuned_backend, root / ev.sft_adapter, method="sft")
     trained, evaluation_ids = trained_and_held_out_ids(tagging, root, root / ev.sft_dataset)
     out = root / ev.outputs.traces_dir / "tagging"
     tuned_llm = tuned_llm_config(tagging.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
@@ -101,7 +107,7 @@ async def evaluate_tagging(tagging: TaggingConfig, ev: EvaluateConfig, *, root: 
         for metric in DELTA_METRICS
     ]
     base_model = Path(tagging.llm.spec_for(spec.roles[0]).model).name
-    tuned_name = spec.tuned_backend.model if spec.tuned_backend else f"{base_model} + {ev.sft_adapter}"
+    tuned_name = tuned_model_name(spec.tuned_backend, base_model, ev.sft_adapter)
     labels = {"base": f"base ({base_model})", "tuned": f"tuned ({tuned_name})"}
     n = len(base["items"])
     section = {

@@ -25,7 +25,7 @@ from pipelines.evaluation.bootstrap import delta_row
 from pipelines.evaluation.evaluate_config import EvaluateConfig, TutoringEvalConfig
 from pipelines.evaluation.hts_config import run_judging
 from pipelines.evaluation.scoring import hts_score, position_preference
-from pipelines.evaluation.tuned import check_held_out, require_adapter, tuned_llm_config
+from pipelines.evaluation.tuned import adapter_under_test, check_held_out, tuned_llm_config, tuned_model_name
 from pipelines.evaluation.tutoring_baselines import (
     baseline_items,
     baseline_model,
@@ -229,7 +229,7 @@ async def evaluate_tutoring(
     retrieval)`` sections a reference_team baseline's retrieval reads; ``backends`` (built backends
     by :func:`pipelines.llm.client.backend_key`) and ``retriever`` replace those the config names."""
     cfg = ev.tutoring
-    adapter = None if cfg.tuned_backend else str(require_adapter(root / ev.dpo_adapter, method="dpo"))
+    adapter = adapter_under_test(cfg.tuned_backend, root / ev.dpo_adapter, method="dpo")
     prompts = held_out_prompts(cfg, root=root, seed=cfg.hts.seed, data_card=Path(ev.data_card))
     llm_cfg = tutoring_llm(ram2c, cfg, adapter)
     out = root / ev.outputs.traces_dir / "tutoring"
@@ -246,7 +246,7 @@ async def evaluate_tutoring(
         if judges_runtime is not runtime:
             await judges_runtime.close()
     base_model = Path(llm_cfg.roles["base"].model).name
-    tuned_name = cfg.tuned_backend.model if cfg.tuned_backend else f"{base_model} + {ev.dpo_adapter}"
+    tuned_name = tuned_model_name(cfg.tuned_backend, base_model, ev.dpo_adapter)
     rows, described, deltas, baselines = {}, [], [], {}
     for b in cfg.baselines:
         judgments_file, traces_file = judgment_files(out, b)

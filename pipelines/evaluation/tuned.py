@@ -33,6 +33,17 @@ def require_adapter(path: str | Path, *, method: str) -> Path:
     return folder
 
 
+def adapter_under_test(backend: Any, path: str | Path, *, method: str) -> str | None:
+    """The adapter folder the tuned arm loads (checked by :func:`require_adapter`), or None when it
+    runs on ``backend``, a served fine-tune (``tuned_backend``)."""
+    return None if backend is not None else str(require_adapter(path, method=method))
+
+
+def tuned_model_name(backend: Any, base_model: str, adapter: str) -> str:
+    """The model under test in reports: the served fine-tune's model, else ``<base model> + <adapter>``."""
+    return backend.model if backend is not None else f"{base_model} + {adapter}"
+
+
 def tuned_llm_config(
     llm: LLMConfig, roles: Sequence[str], *, adapter: str | None = None, backend: Any = None
 ) -> LLMConfig:
@@ -58,14 +69,6 @@ def tuned_llm_config(
     return llm.model_copy(update={"roles": new_roles})
 
 
-def base_llm_config(llm: LLMConfig, role: str) -> LLMConfig:
-    """A config whose default is ``role``'s backend with ``role``'s sampling (no role entries)."""
-    spec = llm.spec_for(role).model_copy(update={"sampling": None})
-    entry = llm.roles.get(role)
-    sampling = llm.sampling.overlaid(entry.sampling if entry is not None else None)
-    return LLMConfig(default=spec, roles={}, cache=llm.cache, sampling=sampling)
-
-
 def offline_default(specs: Iterable[Any]) -> bool:
     """True when every backend is a local transformers model under ``models/base`` (the offline
     default of the project), possibly with an adapter."""
@@ -73,11 +76,6 @@ def offline_default(specs: Iterable[Any]) -> bool:
     return bool(specs) and all(
         s.kind == "transformers" and Path(s.model).as_posix().startswith("models/base/") for s in specs
     )
-
-
-def used_specs(llm: LLMConfig, roles: Iterable[str]) -> list[Any]:
-    """The backend specs ``roles`` run on."""
-    return [llm.spec_for(role) for role in roles]
 
 
 def trained_rows(dataset: str | Path, source: str) -> list[dict[str, Any]]:
