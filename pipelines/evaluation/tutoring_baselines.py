@@ -102,7 +102,7 @@ def open_team(
 ) -> Ram2cTeam:
     """The RAM2C team of a ``reference_team`` baseline on its roles ``<name>/<role>``; the retriever
     is the ram2c stage's (``kb``: the ``(build_kb, retrieval)`` sections) unless one is passed in."""
-    from pipelines.ram2c.run import check_retrieval_groups, open_team_retrieval
+    from pipelines.ram2c.run import check_retrieval_groups, open_team_retrieval, team_retrieval_config
 
     if retriever is None and kb is None:
         raise StageError(
@@ -117,9 +117,11 @@ def open_team(
     def llm_for(role: str) -> Any:
         return runtime.for_role(f"{b.name}/{role}")
 
+    build, retrieval = kb or (None, None)
     retriever, reranker = open_team_retrieval(
         ram2c,
-        *(kb or (None, None)),
+        build,
+        team_retrieval_config(ram2c, retrieval) if retrieval is not None else None,
         rewriter_llm=llm_for("query_rewriter"),
         root=root,
         retriever=retriever,

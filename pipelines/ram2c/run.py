@@ -154,6 +154,13 @@ def check_retrieval_groups(cfg: Ram2cConfig, retrieval_cfg: RetrievalConfig) -> 
         raise ValueError(f"ram2c.groups name retrieval groups {unknown} missing from retrieval.groups; add them")
 
 
+def team_retrieval_config(cfg: Ram2cConfig, retrieval_cfg: RetrievalConfig) -> RetrievalConfig:
+    """``retrieval_cfg`` with ``ram2c.n_rewrites`` over ``retrieval.n_rewrites`` when it is set."""
+    if cfg.n_rewrites is None:
+        return retrieval_cfg
+    return retrieval_cfg.model_copy(update={"n_rewrites": cfg.n_rewrites})
+
+
 def open_team_retrieval(
     cfg: Ram2cConfig,
     build_cfg: BuildKBConfig,
@@ -165,13 +172,11 @@ def open_team_retrieval(
     reranker: Any = None,
 ) -> tuple[Any, Any]:
     """``(retriever, reranker)`` of the team: the knowledge base of ``build_cfg`` with ``rewriter_llm``
-    as the query rewriter (``cfg.n_rewrites`` over ``retrieval.n_rewrites``), and the cross-encoder
-    when ``ablation.selection`` is ``rerank`` (else None); ones passed in are kept."""
+    as the query rewriter (``retrieval_cfg`` as :func:`team_retrieval_config` gives it), and the
+    cross-encoder when ``ablation.selection`` is ``rerank`` (else None); ones passed in are kept."""
     if retriever is None:
         from pipelines.retrieval.service import open_retriever
 
-        if cfg.n_rewrites is not None:
-            retrieval_cfg = retrieval_cfg.model_copy(update={"n_rewrites": cfg.n_rewrites})
         retriever = open_retriever(build_cfg, retrieval_cfg, llm=rewriter_llm, root=root)
     if reranker is None and cfg.ablation.selection == "rerank":
         from pipelines.retrieval.rerank import CrossEncoderReranker
@@ -199,8 +204,8 @@ async def generate_ram2c_async(
     runtime = runtime or LLMRuntime(cfg.llm)
     try:
         await runtime.preflight()
-        if retriever is None and cfg.n_rewrites is not None:  # the fingerprint records the rewrites used
-            retrieval_cfg = retrieval_cfg.model_copy(update={"n_rewrites": cfg.n_rewrites})
+        if retriever is None:  # the fingerprint records the rewrites used
+            retrieval_cfg = team_retrieval_config(cfg, retrieval_cfg)
         retriever, reranker = open_team_retrieval(
             cfg,
             build_cfg,
