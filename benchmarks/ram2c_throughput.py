@@ -8,20 +8,21 @@ Retrieval is the real :class:`Retriever` (query rewriter, Chroma, RRF) on a stor
 ``data/kb_sources`` with a small hashing embedder, so the benchmark needs no model files.
 
 The longest chain of dependent calls is topic, student, drafter (the turn's one query rewrite runs
-beside it), then per group votes -> analysis -> revision -> synthesis: depth 3 + 3 x 4 = 15 (the
-votes of all experts are concurrent, whether one ballot per expert or one call per document).
-Prints the wall time, the lower bound max(depth x latency, ceil(calls / concurrency) x latency),
-their ratio (goal <= 1.15) and the LLM calls per dialogue; the wall time of the two harness phases
-alone (without preflight, topic deduplication and the final datasets / LLaMA-Factory exports) is
-shown beside it, and so is the schedule floor (:func:`greedy_rounds`: what the limiter needs when
-calls cost nothing but their latency; at 50 dialogues x 3 experts each expert step is 150 calls
-wide, more than 128 slots, so the floor is 17 s against the bound's 15 s). ``datasets`` is imported
-before the clock starts (a process start-up cost of 2-3 s on a loaded 2-core machine, not
-generation work). Measured 2026-12-01 at load average 3-5: 17.5-17.8 s, ratio 1.17-1.19 (goal not met:
-the floor alone is 1.133); 10 dialogues 15.4 s, 1.03 (README, Benchmarks).
+beside it), then per group votes -> expert -> synthesis, where the expert step is one call with
+``expert_call: joint`` (the default: analysis and revision in one reply) and two with ``separate``
+(analysis, then revision): depth 3 + 3 x 3 = 12, or 3 + 3 x 4 = 15 (the votes of all experts are
+concurrent, whether one ballot per expert or one call per document). Prints the wall time, the
+lower bound max(depth x latency, ceil(calls / concurrency) x latency), their ratio (goal <= 1.15)
+and the LLM calls per dialogue; the wall time of the two harness phases alone (without preflight,
+topic deduplication and the final datasets / LLaMA-Factory exports) is shown beside it, and so is
+the schedule floor (:func:`greedy_rounds`: what the limiter needs when calls cost nothing but their
+latency; at 50 dialogues x 3 experts each expert step is 150 calls wide, more than 128 slots, so the
+floor is 13 s against the bound's 12 s with ``joint``, 17 s against 15 s with ``separate``).
+``datasets`` is imported before the clock starts (a process start-up cost of 2-3 s on a loaded
+2-core machine, not generation work). Measured figures: README, Benchmarks.
 
     python benchmarks/ram2c_throughput.py [--dialogues 50] [--concurrency 128] [--latency 1.0]
-        [--candidates 3] [--vote-call per_expert|per_document]
+        [--candidates 3] [--vote-call per_expert|per_document] [--expert-call joint|separate]
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from pipelines.retrieval.embedders import Encoded  # noqa: E402
 from pipelines.retrieval.service import open_retriever  # noqa: E402
 
 GROUPS = 3
-DEPTH = 3 + GROUPS * 4
+EXPERT_STEPS = {"joint": 1, "separate": 2}  # dependent calls of one expert after the votes
 DOCUMENT = re.compile(r"^Document (\d+):$", re.M)
 
 
@@ -87,6 +88,13 @@ def reply(body: dict) -> str:
     if "Judge every document" in system:
         numbers = DOCUMENT.findall(user)
         return json.dumps({n: "yes" if (len(user) + int(n)) % 2 else "no" for n in numbers})
+    if "Answer in two parts" in system:
+        return json.dumps(
+            {
+                "analysis": "The student notices feelings; the reply could ask for evidence.",
+                "reply": "You noticed his feelings well! What in the story shows he was lonely?",
+            }
+        )
     if "analyse explicitly" in system:
         return json.dumps({"analysis": "The student notices feelings; the reply could ask for evidence."})
     if "rewrite the teacher's reply" in system:
@@ -96,6 +104,13 @@ def reply(body: dict) -> str:
     if "Rewrite the search query" in system:
         return json.dumps({"rewrites": ["feelings of a shipwrecked hero", "loneliness on an island"]})
     return "{}"
+
+
+def step_widths(*, experts: int, votes: int, expert_call: str, groups: int = GROUPS) -> list[int]:
+    """Concurrent calls of each dependent step of one dialogue after its topic: the student, the
+    drafter beside the query rewrite, then per group the votes, the expert step(s), the synthesis.
+    The depth is 1 (the topic) + their number."""
+    return [1, 2] + ([votes] + [experts] * EXPERT_STEPS[expert_call] + [1]) * groups
 
 
 def greedy_rounds(dialogues: int, concurrency: int, widths: list[int]) -> int:
@@ -142,6 +157,7 @@ def configs(work: Path, args) -> tuple[Ram2cConfig, BuildKBConfig, RetrievalConf
             "concurrency": args.concurrency,
             "progress": not args.quiet,
             "output_mode": "json",
+            "expert_call": args.expert_call,
             "topics": ram2c.topics.model_copy(update={"oversample": 1.0, "max_similarity": 0.999}),
             "reflection": ram2c.reflection.model_copy(
                 update={"candidates": args.candidates, "vote_call": args.vote_call}
@@ -168,10 +184,11 @@ async def main(args: argparse.Namespace) -> dict:
     wall = time.perf_counter() - start
     await runtime.close()
     calls = server.stop()
-    bound = max(DEPTH * args.latency, math.ceil(calls / args.concurrency) * args.latency)
     k, c = ram2c.experts(), args.candidates
     votes = k if args.vote_call == "per_expert" else k * c
-    widths = [1, 2] + [votes, k, k, 1] * GROUPS  # student; drafter + rewrite; per group
+    widths = step_widths(experts=k, votes=votes, expert_call=args.expert_call)
+    depth = 1 + len(widths)
+    bound = max(depth * args.latency, math.ceil(calls / args.concurrency) * args.latency)
     floor = greedy_rounds(metrics["dialogues"], args.concurrency, widths) * args.latency
     generation = metrics["wall_s"]  # the two harness phases (topics, dialogues), without the final exports
     result = {
@@ -181,7 +198,8 @@ async def main(args: argparse.Namespace) -> dict:
         "latency_s": args.latency,
         "llm_calls": calls,
         "llm_calls_per_dialogue": round(calls / max(1, metrics["dialogues"]), 2),
-        "depth": DEPTH,
+        "expert_call": args.expert_call,
+        "depth": depth,
         "wall_s": round(wall, 2),
         "generation_wall_s": generation,
         "lower_bound_s": bound,
@@ -207,5 +225,6 @@ if __name__ == "__main__":
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--candidates", type=int, default=3, help="documents voted on per group")
     parser.add_argument("--vote-call", choices=["per_expert", "per_document"], default="per_expert")
+    parser.add_argument("--expert-call", choices=["joint", "separate"], default="joint")
     parser.add_argument("--quiet", action="store_true")
     asyncio.run(main(parser.parse_args()))

@@ -20,7 +20,9 @@ from pipelines.ram2c.scenario import load_scenario
 Language = Literal["en", "zh"]
 Level = Literal["recall", "understanding", "analysis", "evaluation", "creation"]
 GroupName = Literal["T", "P", "E"]
-Role = Literal["topic_writer", "student", "drafter", "ballot", "voter", "analyst", "reviser", "synthesizer"]
+Role = Literal[
+    "topic_writer", "student", "drafter", "ballot", "voter", "analyst", "reviser", "analyst_reviser", "synthesizer"
+]
 LEVELS: tuple[str, ...] = ("recall", "understanding", "analysis", "evaluation", "creation")
 
 
@@ -140,6 +142,19 @@ class Ram2cConfig(StrictModel):
     students: StudentConfig = StudentConfig()
     groups: list[GroupConfig] = Field(default_factory=_default_groups, min_length=1)
     experts_per_group: int = Field(3, ge=1)
+    expert_call: Literal["joint", "separate"] = Field(
+        "joint",
+        description="joint: one call per expert whose reply holds its analysis of its reference, then its revision "
+        "(the analysis is the revision's chain of thought; 3 dependent calls per group) | separate: an analyst call, "
+        "then a reviser call given that analysis (4 per group)",
+    )
+    analysis_chars: int = Field(
+        600,
+        ge=40,
+        le=1500,
+        description="longest analysis of an expert_call joint reply; json mode bounds it in the schema, so the "
+        "revision keeps room within max_tokens.analyst_reviser",
+    )
     reflection: ReflectionConfig = ReflectionConfig()
     ablation: AblationConfig = AblationConfig()
     max_tokens: dict[Role, int] = {}

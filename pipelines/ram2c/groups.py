@@ -10,7 +10,9 @@
    ``accept_share`` yes votes is accepted (best share first). With ``selection: similarity`` the
    top retrieved documents are taken without votes, with ``rerank`` the cross-encoder's best;
 3. each expert takes a different accepted reference (none when they run out), writes an explicit
-   analysis of it against the student's answer, then its own revision; experts run concurrently;
+   analysis of it against the student's answer, then its own revision: in one call whose reply
+   holds both, analysis first (``expert_call: joint``), or an analyst call and then a reviser call
+   given the analysis (``separate``); experts run concurrently;
 4. one synthesis call merges the revisions into the group's reply.
 
 Everything goes to the sample trace with ``turn``, ``group``, ``step``, ``expert`` and ``document``.
@@ -99,6 +101,7 @@ class ExpertGroup:
         reranker=None,
         mode: str = "text",
         vote_call: str = "per_expert",
+        expert_call: str = "joint",
     ):
         if selection == "rerank" and reranker is None:
             raise ValueError("selection 'rerank' needs a reranker (retrieval.rerank.model)")
@@ -114,6 +117,7 @@ class ExpertGroup:
         self.reranker = reranker
         self.mode = mode
         self.vote_call = vote_call
+        self.expert_call = expert_call
 
     def _group_name(self, language: str) -> str:
         return load_scenario()["groups"][self.name][language]
@@ -236,9 +240,14 @@ class ExpertGroup:
             "language": ctx.language,
         }
         extra = {"turn": ctx.turn, "expert": expert.id, "document": doc_id}
-        analysis = await self._run(
-            "analyst", {**base, "reference": reference["text"] if reference else None}, trace, outcome, **extra
-        )
+        with_reference = {**base, "reference": reference["text"] if reference else None}
+        if self.expert_call == "joint":
+            both = await self._run("analyst_reviser", with_reference, trace, outcome, **extra)
+            if not both.ok:
+                outcome.failures += 1
+                return None
+            return both.parsed["reply"]
+        analysis = await self._run("analyst", with_reference, trace, outcome, **extra)
         if not analysis.ok:
             outcome.failures += 1
             return None

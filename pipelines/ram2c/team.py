@@ -64,6 +64,7 @@ class Ram2cTeam:
         self.agents = make_agents(
             max_tokens=dict(cfg.max_tokens),
             ballot_sizes=cfg.reflection.candidates,
+            analysis_chars=cfg.analysis_chars,
             max_attempts=cfg.max_attempts,
             retry_temperature=cfg.retry_temperature,
         )
@@ -84,6 +85,7 @@ class Ram2cTeam:
                 reranker=reranker,
                 mode=cfg.output_mode,
                 vote_call=cfg.reflection.vote_call,
+                expert_call=cfg.expert_call,
             )
             for g in cfg.active_groups()
         ]

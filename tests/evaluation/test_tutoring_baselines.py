@@ -167,15 +167,15 @@ def test_reference_team_baseline_is_the_e_groups_synthesis_of_the_reference_draf
         steps = [(t.get("group"), t.get("step") or t["agent"]) for t in by_item[item]]
         for group in ("T", "P", "E"):
             assert (group, "retrieval") in steps and (group, "reflection") in steps and (group, "synthesizer") in steps
-            assert sum(s == (group, "reviser") for s in steps) == 3  # three experts each
+            assert sum(s == (group, "analyst_reviser") for s in steps) == 3  # three experts each
         synthesis = [t for t in by_item[item] if t.get("group") == "E" and t.get("step") == "synthesizer"]
         (final,) = [t for t in by_item[item] if t.get("step") == "team"]
         assert synthesis[0]["parsed"] == final["parsed"]["reply"] == TEAM_REPLY
         assert final["parsed"]["draft"] == GLM_DRAFT and [g["group"] for g in final["parsed"]["groups"]] == list("TPE")
     glm, base = built[backend_key(GLM_SPEC)], built[backend_key(BASE_SPEC)]  # every team call on the reference
     assert calls_with(glm, "You merge several improved versions") == 2 * 3  # 2 items x 3 groups
-    assert calls_with(glm, "analyse explicitly") == 2 * 3 * 3  # x 3 experts
-    assert calls_with(base, "You merge several improved versions") == calls_with(base, "analyse explicitly") == 0
+    assert calls_with(glm, "Answer in two parts") == 2 * 3 * 3  # x 3 experts
+    assert calls_with(base, "You merge several improved versions") == calls_with(base, "Answer in two parts") == 0
     (failed,) = [t for t in by_item["ram2c-d6-t1"] if t.get("step") == "team"]
     assert failed["ok"] is False and "student profile" in failed["error"]
     judge_traces = read_jsonl(tmp_path / "data/evaluate/tutoring/glm_r/judge_traces.jsonl")

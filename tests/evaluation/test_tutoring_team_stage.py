@@ -19,11 +19,14 @@ pytestmark = pytest.mark.slow  # builds a knowledge base with MiniLM (~30-60 s o
 GLM_DRAFT = "GLM draft: what made Crusoe go to sea?"
 GLM_R = "GLM-R reply: you noticed his courage! What would you have done?"
 TEACHER = r"You are a literature teacher\."
+REVISED = "Revised: what made Crusoe brave?"
 GLM_RULES = [
     {"match": "Judge every document", "reply": "1: yes\n2: yes\n3: no"},
     {"match": "Rewrite the search query", "reply": '{"rewrites": ["why Crusoe was brave"]}'},  # json mode
-    {"match": "analyse explicitly", "reply": "The student sees courage; the reply could ask why."},
-    {"match": "rewrite the teacher's reply", "reply": "Revised: what made Crusoe brave?"},
+    {
+        "match": "Answer in two parts",  # expert_call joint: the analysis, then the revision
+        "reply": "Analysis: The student sees courage; the reply could ask why.\nReply: " + REVISED,
+    },
     {"match": "You merge several improved versions", "reply": GLM_R},
     {"match": TEACHER, "reply": GLM_DRAFT},
 ]
@@ -93,7 +96,9 @@ def test_reference_team_baseline_through_the_stage(tmp_path, monkeypatch):
         (final,) = [t for t in mine if t.get("step") == "team"]
         (synthesis,) = [t for t in mine if t.get("group") == "E" and t.get("step") == "synthesizer"]
         assert synthesis["parsed"] == final["parsed"]["reply"] == GLM_R and final["parsed"]["draft"] == GLM_DRAFT
+        experts = [t for t in mine if t.get("step") == "analyst_reviser"]
+        assert len(experts) == 3 * 2 and all(t["parsed"]["reply"] == REVISED for t in experts)
+        assert f"Version 2: {REVISED}" in synthesis["prompt"][-1]["content"]
     judged = [r for r in read_jsonl(tmp_path / "data/evaluate/tutoring/glm_r/judge_traces.jsonl") if r["prompt"]]
     assert len(judged) == 3 * 3 * 2 and all(GLM_R in r["prompt"][-1]["content"] for r in judged)
     assert "scripted-tuned vs glm_r" in (tmp_path / "reports/evaluate/tables.md").read_text()
-

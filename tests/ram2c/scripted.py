@@ -1,7 +1,8 @@
 """Scripted replies for every RAM2C agent (tests only) and an in-memory retriever double.
 
-The replies make the flow visible: a reviser answers ``<G>:<expert>[<current reply>]`` and the
-synthesizer keeps version 1, so the chosen reply spells the order the groups ran in."""
+The replies make the flow visible: a reviser (or an analyst_reviser, after its analysis) answers
+``<G>:<expert>[<current reply>]`` and the synthesizer keeps version 1, so the chosen reply spells
+the order the groups ran in."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def reviser(messages) -> str:
     system, user = messages[0]["content"], messages[-1]["content"]
     current = _field(user, "Current reply") or _field(user, "当前回复")
     return f"{_group(system)}:{_expert(system)}[{current}]"
+
+
+def analysed_revision(messages) -> str:
+    """Analysis, then the ``reviser`` reply, in the text form of ``analyst_reviser``."""
+    label = ("分析", "回复") if "请分两部分作答" in messages[0]["content"] else ("Analysis", "Reply")
+    return f"{label[0]}: The student feels curious; the reply could ask more.\n{label[1]}: {reviser(messages)}"
 
 
 def synthesizer(messages) -> str:
@@ -82,6 +89,7 @@ def rules(accept: set[str] = frozenset({"good"})):
         (r"Judge one document only|请只从你自己的维度", vote_rule(set(accept))),
         (r"Judge every document|逐篇判断", ballot_rule(set(accept))),
         (r"Rewrite the search query|检索知识库", "1. why he went to sea\n2. reasons for sailing"),
+        (r"Answer in two parts|请分两部分作答", analysed_revision),
         (r"analyse explicitly|作出明确的分析", "The student feels curious; the reply could ask more."),
         (r"rewrite the teacher's reply|请根据你的分析改写", reviser),
         (r"You merge several improved versions|合并成一份最终回复", synthesizer),

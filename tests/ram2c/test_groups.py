@@ -137,8 +137,30 @@ def test_a_ballot_that_skips_a_document_counts_it_as_no_and_a_failed_ballot_as_a
     assert len(ballots) == 3 and all(not r["ok"] and r["calls"] == 2 for r in ballots)  # re-asked once
 
 
-def test_each_expert_analyses_a_distinct_accepted_reference_then_revises():
+EXPERT_STEPS = ("analyst", "analyst_reviser")  # the call that reads an expert's reference
+
+
+def test_each_expert_analyses_a_distinct_accepted_reference_then_revises_in_one_call():
     (dialogue,), (trace,), *_ = run(config())
+    assert config().expert_call == "joint"
+    calls = [r for r in trace.rows if r["agent"] == "analyst_reviser" and r["group"] == "T"]
+    references = {r["expert"]: r["document"] for r in calls}
+    assert references == {"style": "teacher/0", "knowledge": "teacher/2", "logic": None}
+    by_expert = {r["expert"]: r for r in calls}
+    assert "good teaching idea" in by_expert["style"]["prompt"][1]["content"]
+    assert "You have no reference" in by_expert["logic"]["prompt"][1]["content"]
+    assert by_expert["style"]["parsed"] == {
+        "analysis": "The student feels curious; the reply could ask more.",
+        "reply": f"T:Ms. Lin[{DRAFT}]",
+    }
+    assert not [r for r in trace.rows if r["agent"] in ("analyst", "reviser")]
+    synthesis = [r for r in trace.rows if r["agent"] == "synthesizer"]
+    assert [r["group"] for r in synthesis] == ["T", "P", "E"]
+    assert "Version 1: T:Ms. Lin[" in synthesis[0]["prompt"][1]["content"]
+
+
+def test_separate_expert_calls_analyse_then_revise_with_the_analysis():
+    (dialogue,), (trace,), *_ = run(config(expert_call="separate"))
     analyses = [r for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"]
     assert {r["expert"]: r["document"] for r in analyses} == {
         "style": "teacher/0",
@@ -150,8 +172,8 @@ def test_each_expert_analyses_a_distinct_accepted_reference_then_revises():
     assert "You have no reference" in by_expert["logic"]["prompt"][1]["content"]
     revisions = [r for r in trace.rows if r["agent"] == "reviser" and r["group"] == "T"]
     assert len(revisions) == 3 and all("The student feels curious" in r["prompt"][1]["content"] for r in revisions)
-    synthesis = [r for r in trace.rows if r["agent"] == "synthesizer"]
-    assert [r["group"] for r in synthesis] == ["T", "P", "E"]
+    assert not [r for r in trace.rows if r["agent"] == "analyst_reviser"]
+    assert dialogue.turns[0].chosen == f"E:Ms. Reyes[P:Dr. Hart[T:Ms. Lin[{DRAFT}]]]"
 
 
 def test_threshold_one_accepts_only_unanimous_documents():
@@ -187,7 +209,7 @@ def test_ablation_voting_off_takes_the_top_retrieved_documents():
     (dialogue,), (trace,), scripted, *_ = run(config(ablation={"selection": "similarity"}))
     assert not [r for r in trace.rows if r["agent"] in ("ballot", "voter", "reflection")]
     assert not any("Judge" in m[0]["content"] for m in scripted.calls)
-    analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"}
+    analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] in EXPERT_STEPS and r["group"] == "T"}
     assert analyses == {"style": "teacher/0", "knowledge": "teacher/1", "logic": "teacher/2"}
 
 
@@ -206,7 +228,7 @@ def test_ablation_reranker_instead_of_votes():
     reranker = ReverseReranker()
     (dialogue,), (trace,), *_ = run(config(ablation={"selection": "rerank"}), reranker=reranker)
     assert not [r for r in trace.rows if r["agent"] in ("ballot", "voter")]
-    analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] == "analyst" and r["group"] == "T"}
+    analyses = {r["expert"]: r["document"] for r in trace.rows if r["agent"] in EXPERT_STEPS and r["group"] == "T"}
     assert analyses == {"style": "teacher/2", "knowledge": "teacher/1", "logic": "teacher/0"}
     assert len(reranker.seen) == 3
 
@@ -226,14 +248,19 @@ def test_multi_turn_history_uses_the_chosen_replies():
     assert dialogue.turns[0].chosen in student_turn2["prompt"][1]["content"]
 
 
-def test_failed_synthesis_keeps_the_first_revision_and_failed_revisions_pass_through():
+@pytest.mark.parametrize(
+    "expert_call, revising", [("joint", "Answer in two parts"), ("separate", "rewrite the teacher")]
+)
+def test_failed_synthesis_keeps_the_first_revision_and_failed_revisions_pass_through(expert_call, revising):
     broken = [r for r in rules() if "merge" not in r[0]] + [(r"You merge several", "")]
-    (dialogue,), *_ = run(config(ablation={"skip_groups": ["P", "E"]}), scripted=ScriptedBackend(broken))
+    cfg = config(ablation={"skip_groups": ["P", "E"]}, expert_call=expert_call)
+    (dialogue,), *_ = run(cfg, scripted=ScriptedBackend(broken))
     group = dialogue.turns[0].groups[0]
     assert group.reply_out == f"T:Ms. Lin[{DRAFT}]" and not group.synthesized and group.failures == 1
-    no_revisions = [r for r in rules() if "rewrite" not in r[0]] + [(r"rewrite the teacher", "   ")]
-    (dialogue,), *_ = run(config(ablation={"skip_groups": ["P", "E"]}), scripted=ScriptedBackend(no_revisions))
+    no_revisions = [(revising, "   ")] + [r for r in rules() if revising not in r[0]]
+    (dialogue,), (trace,), *_ = run(cfg, scripted=ScriptedBackend(no_revisions))
     assert dialogue.turns[0].chosen == DRAFT and dialogue.turns[0].groups[0].failures == 3
+    assert not [r for r in trace.rows if r["agent"] == "synthesizer"]
 
 
 def test_experts_of_a_group_and_dialogues_run_concurrently():
@@ -241,10 +268,10 @@ def test_experts_of_a_group_and_dialogues_run_concurrently():
     start = time.perf_counter()
     results, *_ = run(config(), scripted=slow, plans=[plan(i) for i in range(4)])
     wall = time.perf_counter() - start
-    # depth per dialogue: student, drafter, then 4 per group (ballots, analysis, revision, synthesis) = 14 calls
+    # depth per dialogue: student, drafter, then 3 per group (ballots, analysis + revision, synthesis) = 11 calls
     assert all(len(d.turns) == 1 for d in results)
-    assert len(slow.calls) == 4 * (2 + 3 * (3 + 3 + 3 + 1))  # ballots, analyses, revisions, synthesis
-    assert wall < 4.0, wall  # 14 x 0.1 s in depth; one call at a time would take 128 x 0.1 s = 12.8 s
+    assert len(slow.calls) == 4 * (2 + 3 * (3 + 3 + 1))  # ballots, analyses with revisions, synthesis
+    assert wall < 3.5, wall  # 11 x 0.1 s in depth; one call at a time would take 92 x 0.1 s = 9.2 s
 
 
 def test_zh_dialogue_runs_through_the_groups():
@@ -271,6 +298,6 @@ def test_one_query_rewrite_per_turn_runs_beside_the_drafter_and_serves_every_gro
     assert retriever.rewrites == [["why he went to sea", "reasons for sailing"]] * 6  # 3 groups x 2 turns, shared
     assert [g for g, _ in retriever.queries] == ["teacher", "psychologist", "ethics"] * 2
     assert first.rejected in retriever.queries[0][1]  # the original query still holds the current reply
-    assert dialogue.calls == 2 * (2 + 1 + 3 * 10)  # student, drafter, one rewrite, 3 groups x 10 per turn
-    # depth per turn: student, drafter (rewrite beside it), 3 x 4 in the groups = 14 calls of 0.2 s
-    assert wall < 2 * 14 * 0.2 + 1.5, wall
+    assert dialogue.calls == 2 * (2 + 1 + 3 * 7)  # student, drafter, one rewrite, 3 groups x 7 per turn
+    # depth per turn: student, drafter (rewrite beside it), 3 x 3 in the groups = 11 calls of 0.2 s
+    assert wall < 2 * 11 * 0.2 + 1.5, wall

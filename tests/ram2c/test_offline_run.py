@@ -33,7 +33,7 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
             "cache": str(tmp_path / "c.sqlite"),
         }
     )
-    # CI-sized: 6 dialogues (SmolLM2 keeps 50-85% of pairs, the rest pass the draft through: "same";
+    # CI-sized: 6 dialogues (with expert_call separate SmolLM2 kept 50-85% of pairs, the rest "same";
     # 4 dialogues gave 2 pairs in 2 of 4 runs), 2 experts per group, one ballot each on 2 documents,
     # no query rewrites
     reflection = cfg.reflection.model_copy(update={"candidates": 2, "vote_call": "per_expert"})
@@ -49,19 +49,21 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
     )
     metrics = generate_ram2c(cfg, build, retrieval, root=tmp_path)
     out = tmp_path / cfg.outputs.generated_dir
-    # the fallback story has 2 passages: 9 topics written, 5-6 survive deduplication. How many pairs
-    # survive the gates is not asserted: batched greedy decoding on CPU is not batch-invariant (which
-    # requests share a batch changes float rounding, and SmolLM2 then sometimes passes the draft
-    # through unchanged: "same"), so the count moved between 2 and 5 over runs of this test. Every
-    # dialogue must end in a pair that is kept or dropped with a reason.
+    # the fallback story has 2 passages: 9 topics written, 5-6 survive deduplication. Batched greedy
+    # decoding on CPU is not batch-invariant (which requests share a batch changes float rounding),
+    # so which pairs survive the gates varies between runs: with expert_call separate SmolLM2 often
+    # passed the draft through unchanged ("same") and kept 2-5 of 6; with joint (its analysis then its
+    # revision in one bounded reply) it kept 6 of 6 in each run. Every dialogue ends in a kept or
+    # dropped pair, and at least 3 are kept (the floor).
     assert metrics["dialogues"] >= 4 and metrics["dialogues_failed"] == 0, metrics
     assert metrics["turns"] >= metrics["dialogues"], metrics
     assert metrics["pairs_kept"] + metrics["pairs_dropped"] == metrics["turns"], metrics
+    assert metrics["pairs_kept"] >= 3, metrics
     assert sum(metrics["dropped_by_reason"].values()) == metrics["pairs_dropped"]
     assert set(metrics["groups"]) == {"T", "P", "E"} and metrics["groups"]["T"]["retrieved"] > 0
     assert metrics["groups"]["T"]["votes"] == metrics["groups"]["T"]["retrieved"] * 2  # every vote recorded
-    # per group and turn: 2 ballots, 2 analyses, 2 revisions, 1 synthesis (re-asks add some)
-    assert 7 <= metrics["groups"]["T"]["llm_calls_per_turn"] < 14
+    # per group and turn: 2 ballots, 2 analyses with their revisions (expert_call joint), 1 synthesis (re-asks add some)
+    assert 5 <= metrics["groups"]["T"]["llm_calls_per_turn"] < 10
     dpo = [json.loads(line) for line in (out / "dpo.jsonl").read_text().splitlines()]
     assert len(dpo) == metrics["pairs_kept"] and all(
         r["chosen"][0]["content"] != r["rejected"][0]["content"] for r in dpo
@@ -69,7 +71,7 @@ def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
     steps = {(r.get("group"), r.get("step")) for r in traces}
     for group in ("T", "P", "E"):
-        for step in ("retrieval", "ballot", "reflection", "analyst", "reviser", "synthesizer"):
+        for step in ("retrieval", "ballot", "reflection", "analyst_reviser", "synthesizer"):
             assert (group, step) in steps, (group, step)
     ballots = [r for r in traces if r.get("step") == "ballot"]
     assert 0 < len(ballots) <= 6 * 3 * 2 and all(len(r["documents"]) == 2 for r in ballots)

@@ -82,6 +82,20 @@ def cases(lang):
             "student": student,
             "reference": None,
         },
+        "analyst_reviser": {
+            **common,
+            "expert": expert,
+            "group_name": t["group_name"],
+            "student": student,
+            "reference": t["passage"],
+        },
+        "analyst_reviser_no_reference": {
+            **common,
+            "expert": expert,
+            "group_name": t["group_name"],
+            "student": student,
+            "reference": None,
+        },
         "reviser": {
             **common,
             "expert": expert,
@@ -98,7 +112,17 @@ def cases(lang):
     }
 
 
-JSON_CASES = ("ballot", "voter", "analyst", "reviser", "synthesizer", "drafter", "student", "topic_writer")
+JSON_CASES = (
+    "ballot",
+    "voter",
+    "analyst",
+    "reviser",
+    "analyst_reviser",
+    "synthesizer",
+    "drafter",
+    "student",
+    "topic_writer",
+)
 """Cases also rendered in json mode (the default output mode): the one-line reply example in the system text."""
 
 
@@ -185,7 +209,7 @@ def test_two_prompts_spelled_out():
     )
 
 
-@pytest.mark.parametrize("agent", ["ballot", "voter", "analyst", "reviser"])
+@pytest.mark.parametrize("agent", ["ballot", "voter", "analyst", "reviser", "analyst_reviser"])
 @pytest.mark.parametrize("mode", ["text", "json"])
 def test_expert_system_text_is_shared_across_samples(agent, mode):
     """The expert's system message depends on the expert only (and a ballot's on the number of

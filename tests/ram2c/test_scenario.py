@@ -97,3 +97,14 @@ def test_config_refuses_unknown_roles_directions_and_too_many_experts():
         Ram2cConfig(llm=llm, experts_per_group=4)
     assert Ram2cConfig(llm=llm, experts_per_group=4, groups=[{"name": "T", "retrieval_group": "teacher"}])
     assert np.isclose(Ram2cConfig(llm=llm).reflection.accept_share, 0.5)
+
+
+def test_config_refuses_unknown_expert_calls_and_unbounded_analyses():
+    llm = {"default": {"kind": "scripted", "replies": "x"}}
+    assert Ram2cConfig(llm=llm).expert_call == "joint" and Ram2cConfig(llm=llm).analysis_chars == 600
+    with pytest.raises(ValueError, match="expert_call\n  Input should be 'joint' or 'separate'"):
+        Ram2cConfig(llm=llm, expert_call="both")
+    with pytest.raises(ValueError, match="analysis_chars\n  Input should be greater than or equal to 40"):
+        Ram2cConfig(llm=llm, analysis_chars=10)
+    with pytest.raises(ValueError, match="max_tokens.analyst_revisor"):
+        Ram2cConfig(llm=llm, max_tokens={"analyst_revisor": 100})

@@ -7,10 +7,13 @@
     voter         expert, context, one document  -> yes / no (group reflection, one call per document)
     analyst       expert, context, its reference -> explicit analysis (proactive analysis)
     reviser       expert, context, its analysis  -> that expert's revision
+    analyst_reviser  expert, context, its reference -> its analysis, then its revision, in one reply
+                  (``expert_call: joint``, the default: the analysis is the revision's chain of thought)
     synthesizer   context, the group's revisions -> the group's reply (E group's = R1, chosen)
 
 Every parser takes plain text or a JSON object (``{"question": ...}``, ``{"reply": ...}``,
-``{"vote": "yes"}``, ``{"1": "yes", "2": "no"}``, ``{"analysis": ...}``) so the same agents work in
+``{"vote": "yes"}``, ``{"1": "yes", "2": "no"}``, ``{"analysis": ...}``,
+``{"analysis": ..., "reply": ...}``) so the same agents work in
 text and json modes. In json mode the prompt shows a one-line example of the reply (``EXAMPLES`` of
 the output model, in the prompt's language) instead of the pretty JSON schema, which cost ~100
 prompt tokens per call; the schema itself still goes to the backend (constrained decoding).
@@ -82,6 +85,32 @@ class AnalysisOut(BaseModel):
         return parse_analysis(self.analysis)
 
 
+class AnalysedRevisionOut(BaseModel):
+    """json mode of ``analyst_reviser``: the analysis first (decoded first, so the revision is
+    written after it), then the revision. :func:`analysed_revision_output` bounds the analysis."""
+
+    EXAMPLES: ClassVar[dict[str, str]] = {
+        "en": '{"analysis": "<your analysis>", "reply": "<your revision>"}',
+        "zh": '{"analysis": "<你的分析>", "reply": "<你的修改稿>"}',
+    }
+    analysis: str = Field(min_length=1, max_length=1500)
+    reply: str = Field(min_length=1, max_length=2000)
+
+    def to_result(self) -> dict[str, str]:
+        return {"analysis": parse_analysis(self.analysis), "reply": parse_reply(self.reply)}
+
+
+def analysed_revision_output(analysis_chars: int) -> type[AnalysedRevisionOut]:
+    """``AnalysedRevisionOut`` whose analysis holds at most ``analysis_chars`` characters: under
+    constrained decoding a small model's analysis cannot use up ``max_tokens`` and leave the
+    revision unwritten."""
+    return create_model(
+        f"AnalysedRevisionOut{analysis_chars}",
+        __base__=AnalysedRevisionOut,
+        analysis=(str, Field(min_length=1, max_length=analysis_chars)),
+    )
+
+
 def _json_field(text: str, field: str) -> Any:
     """``field`` of the first JSON object in ``text``, or None when there is none."""
     start = text.find("{")
@@ -119,6 +148,28 @@ def parse_reply(text: str) -> str:
 
 def parse_analysis(text: str) -> str:
     return _text_of(text, "analysis")
+
+
+REPLY_LABEL = re.compile(
+    r"^\s*(?:\*\*)?(?:reply|revision|revised reply|improved reply|回复|修改稿|改进后的回复)"
+    r"(?:\*\*)?\s*[:：]\s*(?:\*\*)?",
+    re.I | re.M,
+)
+
+
+def parse_analysed_revision(text: str) -> dict[str, str]:
+    """``{"analysis": ..., "reply": ...}`` from a JSON object with both fields, or from text with an
+    ``Analysis:`` part and a ``Reply:`` line (``分析：`` / ``回复：``); the reply is everything after its
+    label. ParseError when either part is missing or empty (a revision without its analysis is not
+    the method's proactive analysis)."""
+    analysis, reply = _json_field(text, "analysis"), _json_field(text, "reply")
+    if not (isinstance(analysis, str) and isinstance(reply, str)):
+        labels = list(REPLY_LABEL.finditer(text))
+        if not labels:
+            raise ParseError("no 'Reply:' line after the analysis")
+        label = labels[-1]
+        analysis, reply = text[: label.start()], text[label.end() :]
+    return {"analysis": parse_analysis(analysis), "reply": parse_reply(reply)}
 
 
 def parse_question(text: str) -> str:
@@ -274,11 +325,12 @@ def ballot_agent(n: int, *, max_tokens: int | None = None, **options: Any) -> Ra
 
 
 def make_agents(
-    *, max_tokens: dict[str, int] | None = None, ballot_sizes: int = 5, **options: Any
+    *, max_tokens: dict[str, int] | None = None, ballot_sizes: int = 5, analysis_chars: int = 600, **options: Any
 ) -> dict[str, Agent]:
     """Every RAM2C agent by name; ``max_tokens`` per agent, ``options`` for all (attempts, retry
     temperature). Ballots are ``ballot:<n>`` for n = 1..``ballot_sizes`` documents (the schema and
-    the parser know how many verdicts to expect)."""
+    the parser know how many verdicts to expect); ``analysis_chars`` bounds the analysis of
+    ``analyst_reviser`` in json mode."""
     tokens = max_tokens or {}
     parsers = {
         "topic_writer": parse_question,
@@ -286,10 +338,16 @@ def make_agents(
         "voter": parse_vote,
         "analyst": parse_analysis,
         "reviser": parse_reply,
+        "analyst_reviser": parse_analysed_revision,
         "synthesizer": parse_reply,
     }
-    outputs = {"topic_writer": QuestionOut, "voter": VoteOut, "analyst": AnalysisOut}
-    roles = {"voter": "expert", "analyst": "expert", "reviser": "expert"}
+    outputs = {
+        "topic_writer": QuestionOut,
+        "voter": VoteOut,
+        "analyst": AnalysisOut,
+        "analyst_reviser": analysed_revision_output(analysis_chars),
+    }
+    roles = {"voter": "expert", "analyst": "expert", "reviser": "expert", "analyst_reviser": "expert"}
     agents: dict[str, Agent] = {
         name: Ram2cAgent(
             name,
