@@ -5,7 +5,7 @@ xgrammar grammar for ONE tokenizer: ``compile(schema) -> CompiledGrammar``, once
 schema's JSON text, key order kept, is the cache key: property order is the order the grammar
 emits). A schema xgrammar cannot compile raises ``LLMError("json_schema cannot be compiled: ...")``
 (remembered too, so a bad schema fails fast every time). Counters: ``hits``, ``misses``,
-``compile_seconds`` (per miss). JSON is compiled compact (no free whitespace: a small model
+``compile_seconds`` (all misses together) and ``last_compile_seconds``. JSON is compiled compact (no free whitespace: a small model
 cannot loop on blanks), one line, ``", "`` and ``": "`` separators, no properties beyond the schema.
 
 ``GrammarMask(grammars, ended_at)`` is a logits processor for ONE ``generate`` call: row ``i`` is
@@ -75,7 +75,8 @@ class SchemaGrammars:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
-        self.compile_seconds: list[float] = []
+        self.compile_seconds = 0.0  # a sum, not a list: per-call schemas (KGC spans) miss once per call
+        self.last_compile_seconds = 0.0
 
     def compile(self, schema: dict[str, Any]) -> Any:
         """The grammar of ``schema`` (compiled on first use); LLMError if xgrammar rejects it."""
@@ -101,7 +102,8 @@ class SchemaGrammars:
             compiled = self._compiler.compile_json_schema(key, any_whitespace=False, strict_mode=True)
         except Exception as exc:  # xgrammar raises RuntimeError/ValueError with a C++ message
             compiled = LLMError(f"json_schema cannot be compiled: {_clean_error(exc)}")
-        self.compile_seconds.append(time.perf_counter() - started)
+        self.last_compile_seconds = time.perf_counter() - started
+        self.compile_seconds += self.last_compile_seconds
         if isinstance(compiled, LLMError):
             log.warning("%s (schema %s)", compiled, key[:200])
         return compiled
