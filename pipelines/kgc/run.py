@@ -167,7 +167,8 @@ def team_worker(team: CooperKGC):
         result = await team.run(sentence, trace)
         peers = [[a.replica for name, a in r.items() if name != result.primary] for r in result.rounds]
         result.corrections = corrections(sentence.task, sentence.gold(), result.items_per_round(), peers)
-        final = score(sentence.task, [(sentence.gold(), result.items_per_round()[-1])])["overall"]
+        final = score(sentence.task, [(sentence.gold(), result.final.items)])["overall"]
+        result.final_f1 = final["f1"]
         exact = final["tp"] == final["pred"] == final["gold"]
         trace.add_result(
             "team",
@@ -228,9 +229,8 @@ async def _generate(
         result = results.get(sft_system)
         if result is None:
             return []
-        f1 = score(s.task, [(s.gold(), result.final.items)])["overall"]["f1"]
-        row = sft_row_for(
-            s, result, min_f1=cfg.sft.min_f1, keep=cfg.sft.keep, f1=f1, mode=cfg.output_mode, model=teacher
+        row = sft_row_for(  # the team worker scored the final answer
+            s, result, min_f1=cfg.sft.min_f1, keep=cfg.sft.keep, f1=result.final_f1, mode=cfg.output_mode, model=teacher
         )
         return [row] if row is not None else []
 

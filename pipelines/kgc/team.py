@@ -100,6 +100,7 @@ class TeamResult:
     primary: str
     rounds: list[dict[str, ExpertRound]] = field(default_factory=list)
     corrections: dict[str, int] = field(default_factory=dict)
+    final_f1: float | None = None  # the final answer's sentence F1 against gold (set by run.team_worker)
 
     def items_per_round(self) -> list[list[Any]]:
         return [r[self.primary].items for r in self.rounds]

@@ -5,8 +5,9 @@ xgrammar grammar for ONE tokenizer: ``compile(schema) -> CompiledGrammar``, once
 schema's JSON text, key order kept, is the cache key: property order is the order the grammar
 emits). A schema xgrammar cannot compile raises ``LLMError("json_schema cannot be compiled: ...")``
 (remembered too, so a bad schema fails fast every time). Counters: ``hits``, ``misses``,
-``compile_seconds`` (all misses together) and ``last_compile_seconds``. JSON is compiled compact (no free whitespace: a small model
-cannot loop on blanks), one line, ``", "`` and ``": "`` separators, no properties beyond the schema.
+``compile_seconds`` (all misses together) and ``last_compile_seconds``. JSON is compiled compact
+(no free whitespace: a small model cannot loop on blanks), one line, ``", "`` and ``": "``
+separators, no properties beyond the schema.
 
 ``GrammarMask(grammars, ended_at)`` is a logits processor for ONE ``generate`` call: row ``i`` is
 constrained by ``grammars[i]`` (``None``: unconstrained). At each step it feeds every live

@@ -220,7 +220,10 @@ class Retriever:
         queries = [query] + rewrites
         encoded = await asyncio.to_thread(self._encode, queries)
         per_kind = await self.searches.search(kinds, encoded.dense, self.cfg.per_query_k, where)
-        ranked = self._merge(encoded, per_kind, self.cfg.per_query_k)
+        if self.cfg.sparse_weight > 0:  # lexical scores parse every chunk's weights: off the event loop
+            ranked = await asyncio.to_thread(self._merge, encoded, per_kind, self.cfg.per_query_k)
+        else:  # a sort of a few dozen scores costs less than the hop to a thread
+            ranked = self._merge(encoded, per_kind, self.cfg.per_query_k)
         by_id: dict[str, Hit] = {}
         for q, chunks in zip(queries, ranked, strict=False):
             for chunk in chunks:

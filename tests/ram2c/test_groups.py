@@ -2,6 +2,7 @@
 T -> P -> E order, every ablation, concurrency of experts, and what the trace records."""
 
 import asyncio
+import re
 import time
 
 import pytest
@@ -61,11 +62,11 @@ def test_tally_counts_yes_votes_against_the_threshold(votes, threshold, share, a
 
 @pytest.mark.parametrize("group, language", [("T", "en"), ("P", "en"), ("E", "zh"), ("T", "zh")])
 def test_experts_of_a_group_have_distinct_personas(group, language):
-    experts = group_experts(group, 3, language)
-    assert len(experts) == 3
+    experts = group_experts(group, 7, language)
+    assert len(experts) == 7  # the paper's Fig. 4 shows groups of 3, 5 and 7 voters
     for field in ("id", "name", "dimension", "profile"):
-        assert len({getattr(e, field) for e in experts}) == 3, field
-    assert len(group_experts("T", 5, language)) == 5
+        assert len({getattr(e, field) for e in experts}) == 7, field
+    assert group_experts(group, 3, language) == experts[:3]
 
 
 def test_groups_run_in_order_and_each_refines_the_previous_reply():
@@ -114,6 +115,28 @@ def test_votes_accept_by_share_and_every_vote_is_traced(vote_call):
     assert retrieval[0]["parsed"]["hits"][0]["scores"] == {"dense": 1.0, "rrf": pytest.approx(1 / 60)}
     reflection = next(r for r in trace.rows if r["agent"] == "reflection" and r["group"] == "T")
     assert reflection["parsed"]["threshold"] == 0.5 and len(reflection["parsed"]["documents"]) == 3
+
+
+def test_seven_experts_per_group_vote_and_revise_as_in_the_papers_largest_group():
+    def ballot(messages):  # a split group: the first four experts of each group say yes to "good" documents
+        expert = re.match(r"You are (.+?),", messages[0]["content"]).group(1)
+        keen = expert in {"Ms. Lin", "Mr. Chen", "Ms. Zhou", "Mr. Wang", "Dr. Hart", "Dr. Osei", "Dr. Novak"}
+        keen = keen or expert in {"Dr. Lindqvist", "Ms. Reyes", "Mr. Okafor", "Ms. Sato", "Mr. Haddad"}
+        blocks = re.findall(r"^Document (\d+):\n(.*)$", messages[-1]["content"], re.M)
+        return "\n".join(f"{n}: {'yes' if keen and 'good' in text else 'no'}" for n, text in blocks)
+
+    scripted = ScriptedBackend([(r"Judge every document", ballot)] + rules())
+    cfg = config(experts_per_group=7, reflection={"candidates": 3, "accept_share": 4 / 7})
+    (dialogue,), (trace,), *_ = run(cfg, scripted=scripted)
+    t_group = dialogue.turns[0].groups[0]
+    assert [len(v["votes"]) for v in t_group.votes] == [7, 7, 7]
+    assert [v["share"] for v in t_group.votes] == [pytest.approx(4 / 7, abs=1e-4), 0.0, pytest.approx(4 / 7, abs=1e-4)]
+    assert [v["accepted"] for v in t_group.votes] == [True, False, True]  # 4 of 7 meets the share
+    experts = [r for r in trace.rows if r["agent"] == "analyst_reviser" and r["group"] == "T"]
+    assert len(experts) == 7 and len({r["expert"] for r in experts}) == 7
+    assert sorted(r["document"] for r in experts if r["document"]) == ["teacher/0", "teacher/2"]
+    (synthesis,) = [r for r in trace.rows if r["agent"] == "synthesizer" and r["group"] == "T"]
+    assert "Version 7: T:Ms. Garcia[" in synthesis["prompt"][1]["content"]
 
 
 def test_a_ballot_that_skips_a_document_counts_it_as_no_and_a_failed_ballot_as_all_no():

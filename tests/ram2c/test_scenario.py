@@ -93,9 +93,9 @@ def test_config_refuses_unknown_roles_directions_and_too_many_experts():
         Ram2cConfig(llm={**llm, "roles": {"judge": {"kind": "scripted", "replies": "x"}}})
     with pytest.raises(ValueError, match="unknown directions"):
         Ram2cConfig(llm=llm, topics={"directions": ["religion"]})
-    with pytest.raises(ValueError, match="experts_per_group 4 > 3 personas of group P"):
-        Ram2cConfig(llm=llm, experts_per_group=4)
-    assert Ram2cConfig(llm=llm, experts_per_group=4, groups=[{"name": "T", "retrieval_group": "teacher"}])
+    with pytest.raises(ValueError, match="experts_per_group 8 > 7 personas of group T"):
+        Ram2cConfig(llm=llm, experts_per_group=8)
+    assert Ram2cConfig(llm=llm, experts_per_group=7)  # the paper's Fig. 4 shows 3, 5 and 7 voters
     assert np.isclose(Ram2cConfig(llm=llm).reflection.accept_share, 0.5)
 
 
