@@ -39,7 +39,8 @@ from pipelines.evaluation.tutoring_baselines import (
 from pipelines.io import read_jsonl, write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
-from pipelines.ram2c.agents import FOLDER, ConversationAgent, ReplyOut, parse_reply
+from pipelines.ram2c.agents import FOLDER, ConversationAgent
+from pipelines.ram2c.agents.replies import ReplyOut, parse_reply
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.stage import StageError
 from pipelines.training.rows import RowError, normalise_row, prompt_key

@@ -4,8 +4,8 @@ back to the text parser when a reply is not valid JSON."""
 import pytest
 
 from pipelines.agents import ParseError
-from pipelines.ram2c.agents import (
-    make_agents,
+from pipelines.ram2c.agents import make_agents
+from pipelines.ram2c.agents.replies import (
     parse_analysed_revision,
     parse_analysis,
     parse_ballot,

@@ -41,21 +41,6 @@ from pipelines.ram2c.agents.replies import (
     parse_vote,
 )
 
-__all__ = [
-    "FOLDER",
-    "ConversationAgent",
-    "Ram2cAgent",
-    "ReplyOut",
-    "ballot_agent",
-    "make_agents",
-    "parse_analysed_revision",
-    "parse_analysis",
-    "parse_ballot",
-    "parse_question",
-    "parse_reply",
-    "parse_vote",
-]
-
 FOLDER = Path(__file__).parent
 
 

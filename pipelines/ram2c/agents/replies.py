@@ -92,17 +92,22 @@ def analysed_revision_output(analysis_chars: int) -> type[AnalysedRevisionOut]:
     )
 
 
-def _json_field(text: str, field: str) -> Any:
-    """``field`` of the first JSON object in ``text``, or None when there is none."""
-    start = text.find("{")
-    end = text.rfind("}")
+def _json_dict(text: str) -> dict[str, Any] | None:
+    """The JSON object from the first ``{`` to the last ``}`` of ``text``, or None when there is none."""
+    start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return None
     try:
         data = json.loads(text[start : end + 1])
     except (json.JSONDecodeError, ValueError):
         return None
-    return data.get(field) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def _json_field(text: str, field: str) -> Any:
+    """``field`` of the first JSON object in ``text``, or None when there is none."""
+    data = _json_dict(text)
+    return data.get(field) if data is not None else None
 
 
 def clean_text(text: str) -> str:
@@ -143,7 +148,8 @@ def parse_analysed_revision(text: str) -> dict[str, str]:
     ``Analysis:`` part and a ``Reply:`` line (``分析：`` / ``回复：``); the reply is everything after its
     label. ParseError when either part is missing or empty (a revision without its analysis is not
     the method's proactive analysis)."""
-    analysis, reply = _json_field(text, "analysis"), _json_field(text, "reply")
+    data = _json_dict(text) or {}
+    analysis, reply = data.get("analysis"), data.get("reply")
     if not (isinstance(analysis, str) and isinstance(reply, str)):
         labels = list(REPLY_LABEL.finditer(text))
         if not labels:
@@ -224,13 +230,7 @@ def parse_ballot(text: str, n: int) -> list[bool | None]:
     numbered lines (``1: yes``, ``Document 2 - no``, ``文档2：否``), else exactly ``n`` bare yes/no words
     in order. ParseError when no verdict at all is found.
     """
-    start, end = text.find("{"), text.rfind("}")
-    data = None
-    if 0 <= start < end:
-        try:
-            data = json.loads(text[start : end + 1])
-        except (json.JSONDecodeError, ValueError):
-            data = None
+    data: Any = _json_dict(text)
     if data is None and text.strip().startswith("["):
         try:
             data = json.loads(text.strip())
