@@ -1,6 +1,6 @@
 """DVC stage ``evaluate``: the fine-tuned models back inside the three systems, against the base model.
 
-Reads the ``evaluate`` section of params.yaml (see :class:`pipelines.evaluation.evaluate_config.EvaluateConfig`)
+Reads the ``evaluate`` section of params.yaml (see :class:`pipelines.evaluation.arms.config.EvaluateConfig`)
 and, for each system in ``evaluate.systems``, that system's generate section (``tagging``, ``kgc``,
 ``ram2c``: the base setup); runs :func:`pipelines.evaluation.evaluate.evaluate` and writes:
 
@@ -20,8 +20,8 @@ import logging
 from pathlib import Path
 
 from pipelines.config import load_section
+from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.evaluate import evaluate, needed_sections
-from pipelines.evaluation.evaluate_config import EvaluateConfig
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
 from pipelines.tracking import stage_run
 

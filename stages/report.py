@@ -1,9 +1,9 @@
 """DVC stage ``report`` (the last one): the summary of every stage that ran.
 
-Reads the ``report`` section of params.yaml (see :class:`pipelines.evaluation.report_config.ReportConfig`)
+Reads the ``report`` section of params.yaml (see :class:`pipelines.evaluation.report.config.ReportConfig`)
 and, where they exist, ``reports/generate_{tagging,kgc,ram2c}/metrics.json`` (+ ``rounds.csv``),
 ``reports/train/<run>/{metrics.json,loss.csv}``, ``reports/evaluate/metrics.json`` and the teams'
-``data/generated/<team>/traces.jsonl``; writes (:func:`pipelines.evaluation.report_build.build_report`):
+``data/generated/<team>/traces.jsonl``; writes (:func:`pipelines.evaluation.report.build.build_report`):
 
 - ``reports/summary.md`` and the self-contained ``reports/summary.html`` (tables in the papers' layouts)
 - ``reports/plots/*.png`` and ``reports/plots/*.csv`` (the ``dvc plots`` data)
@@ -23,8 +23,8 @@ import logging
 from pathlib import Path
 
 from pipelines.config import read_yaml
-from pipelines.evaluation.report_build import build_report
-from pipelines.evaluation.report_config import ReportConfig
+from pipelines.evaluation.report.build import build_report
+from pipelines.evaluation.report.config import ReportConfig
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
 from pipelines.tracking import stage_run
 

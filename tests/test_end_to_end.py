@@ -93,7 +93,7 @@ def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
     assert "Running stage 'report'" in variant.stdout and "Running stage 'evaluate'" not in variant.stdout
     shown = _dvc(project, "exp", "show", "--json", timeout=300)
     assert shown.returncode == 0, shown.stderr[-4000:]
-    from pipelines.evaluation.ablations import experiments
+    from pipelines.evaluation.ablation.tables import experiments
 
     found = {e["name"]: e for e in experiments(json.loads(shown.stdout))}
     assert found["fewer-traces"]["params"]["report.trace_limit"] == 3

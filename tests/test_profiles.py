@@ -57,7 +57,7 @@ def test_flags_parse_back_to_the_profile_values() -> None:
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "configs" / "profiles").glob("*.yaml")))
 def test_every_profile_is_valid_for_every_stage(name: str) -> None:
-    from pipelines.evaluation.evaluate_config import EvaluateConfig
+    from pipelines.evaluation.arms.config import EvaluateConfig
     from pipelines.kgc.config import KGCConfig
     from pipelines.ram2c.config import Ram2cConfig
     from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig

@@ -3,11 +3,11 @@ the base model on held-out data, with the generation stage's metrics and paired 
 
     metrics = evaluate(cfg, {"tagging": TaggingConfig, "kgc": KGCConfig, "ram2c": Ram2cConfig})
 
-- tagging: the SFT adapter as the team's agents (:mod:`pipelines.evaluation.evaluate_tagging`);
-- kgc: the SFT adapter as the CooperKGC experts (:mod:`pipelines.evaluation.evaluate_kgc`);
+- tagging: the SFT adapter as the team's agents (:mod:`pipelines.evaluation.arms.tagging`);
+- kgc: the SFT adapter as the CooperKGC experts (:mod:`pipelines.evaluation.arms.kgc`);
 - tutoring: the DPO adapter as the responder against each baseline (the base model, a reference
   model, or a reference model with the RAM2C team), HTS pairwise judging
-  (:mod:`pipelines.evaluation.evaluate_tutoring`).
+  (:mod:`pipelines.evaluation.arms.tutoring`).
 
 Returns the metrics (the stage writes ``<reports_dir>/metrics.json``)::
 
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.evaluate_config import EvaluateConfig
-from pipelines.evaluation.tuned import offline_default, require_adapter
+from pipelines.evaluation.arms.config import EvaluateConfig
+from pipelines.evaluation.arms.tuned import offline_default, require_adapter
 from pipelines.io import atomic_open
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,8 @@ def check_adapters(cfg: EvaluateConfig, root: Path) -> None:
 
 def tables_markdown(metrics: dict[str, Any]) -> str:
     """``tables.md``: the report's tables of these metrics (same builders as ``reports/summary.md``)."""
-    from pipelines.evaluation.report_render import summary_markdown
-    from pipelines.evaluation.summary import OFFLINE_BANNER, build_sections
+    from pipelines.evaluation.report.render import summary_markdown
+    from pipelines.evaluation.report.summary import OFFLINE_BANNER, build_sections
 
     view = {k: metrics[k] for k in ("offline_default", "tagging", "kgc", "deltas", "deltas_provenance") if k in metrics}
     if "tutoring" in metrics:
@@ -73,9 +73,9 @@ def tables_markdown(metrics: dict[str, Any]) -> str:
 
 async def evaluate_async(cfg: EvaluateConfig, sections: dict[str, Any], root: Path | str = ".") -> dict[str, Any]:
     """Run the chosen systems one after another (each loads and frees its models)."""
-    from pipelines.evaluation.evaluate_kgc import evaluate_kgc
-    from pipelines.evaluation.evaluate_tagging import evaluate_tagging
-    from pipelines.evaluation.evaluate_tutoring import evaluate_tutoring
+    from pipelines.evaluation.arms.kgc import evaluate_kgc
+    from pipelines.evaluation.arms.tagging import evaluate_tagging
+    from pipelines.evaluation.arms.tutoring import evaluate_tutoring
 
     root = Path(root)
     check_adapters(cfg, root)

@@ -12,7 +12,7 @@ from dvc.exceptions import InvalidArgumentError
 from dvc.utils.hydra import apply_overrides
 
 from pipelines.config import ConfigError, load_section
-from pipelines.evaluation.ablation_set import ABLATIONS, ablation_tables, main, queue_commands
+from pipelines.evaluation.ablation.experiments import ABLATIONS, ablation_tables, main, queue_commands
 from pipelines.kgc.config import KGCConfig
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.tagging.config import TaggingConfig

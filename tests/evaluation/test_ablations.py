@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from pipelines.evaluation.ablations import ablation_table, experiments, flatten, main, metric_value
+from pipelines.evaluation.ablation.tables import ablation_table, experiments, flatten, main, metric_value
 
 SHOW = json.loads((Path(__file__).parent / "fixtures" / "dvc_exp_show.json").read_text(encoding="utf-8"))
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from pipelines.config import ConfigError, validate_section
-from pipelines.evaluation.evaluate_config import EvaluateConfig, TutoringEvalConfig
-from pipelines.evaluation.evaluate_tutoring import held_out_prompts
-from pipelines.evaluation.tuned import check_held_out, offline_default, require_adapter, tuned_llm_config
+from pipelines.evaluation.arms.config import EvaluateConfig, TutoringEvalConfig
+from pipelines.evaluation.arms.tuned import check_held_out, offline_default, require_adapter, tuned_llm_config
+from pipelines.evaluation.arms.tutoring import held_out_prompts
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.run import read_data
 from pipelines.llm.config import LLMConfig
@@ -147,8 +147,8 @@ def test_the_project_params_and_dvc_stage_agree():
 
 
 def test_rows_of_the_sft_dataset_count_as_trained_on(tmp_path):
-    from pipelines.evaluation.evaluate_kgc import sft_sentence_ids
-    from pipelines.evaluation.evaluate_tagging import trained_and_held_out_ids
+    from pipelines.evaluation.arms.kgc import sft_sentence_ids
+    from pipelines.evaluation.arms.tagging import trained_and_held_out_ids
     from pipelines.tagging.config import TaggingConfig
     from pipelines.training.dataset_builder import save_dataset_dict
     from pipelines.training.rows import normalise_row, sft_row

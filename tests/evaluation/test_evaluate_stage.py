@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from pipelines.evaluation.hts import tuned_position
-from pipelines.evaluation.summary import build_sections
+from pipelines.evaluation.hts.judging import tuned_position
+from pipelines.evaluation.report.summary import build_sections
 from pipelines.io import read_jsonl
 from stages.evaluate import main
 from tests.evaluation.evaluate_fixtures import BASE_REPLY, TUNED_REPLY, generate, write_project

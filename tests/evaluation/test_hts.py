@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pipelines.evaluation.hts import (
+from pipelines.evaluation.hts.judging import (
     DIMENSIONS,
     HTSItem,
     Judge,
@@ -16,7 +16,7 @@ from pipelines.evaluation.hts import (
     outcome_of,
     tuned_position,
 )
-from pipelines.evaluation.scoring import hts_scores, position_preference
+from pipelines.evaluation.hts.scoring import hts_scores, position_preference
 from pipelines.llm.client import LLM
 from pipelines.llm.scripted import ScriptedBackend
 

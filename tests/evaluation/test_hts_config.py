@@ -5,8 +5,8 @@ import asyncio
 import pytest
 
 from pipelines.config import ConfigError, validate_section
-from pipelines.evaluation.hts import HTSItem
-from pipelines.evaluation.hts_config import HTSConfig, build_judges, run_judging
+from pipelines.evaluation.hts.config import HTSConfig, build_judges, run_judging
+from pipelines.evaluation.hts.judging import HTSItem
 from pipelines.llm.client import LLM
 from pipelines.llm.scripted import ScriptedBackend
 from pipelines.llm.types import SamplingParams

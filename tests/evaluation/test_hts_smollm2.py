@@ -5,9 +5,9 @@ import asyncio
 
 import pytest
 
-from pipelines.evaluation.agents.pairwise_judge import make_pairwise_judge
-from pipelines.evaluation.hts import HTSItem, Judge, judge_items
-from pipelines.evaluation.scoring import hts_scores
+from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
+from pipelines.evaluation.hts.judging import HTSItem, Judge, judge_items
+from pipelines.evaluation.hts.scoring import hts_scores
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
 from pipelines.llm.types import SamplingParams

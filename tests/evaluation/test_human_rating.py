@@ -5,10 +5,10 @@ import csv
 
 import pytest
 
-from pipelines.evaluation.hts import DIMENSIONS, HTSItem, tuned_position
-from pipelines.evaluation.human_form import render_form, write_form, write_rating_pack
-from pipelines.evaluation.human_sheets import HUMAN_SALT, SHEET_COLUMNS, read_csv, read_ratings, write_sheets
-from pipelines.evaluation.scoring import hts_scores
+from pipelines.evaluation.hts.judging import DIMENSIONS, HTSItem, tuned_position
+from pipelines.evaluation.hts.scoring import hts_scores
+from pipelines.evaluation.human.form import render_form, write_form, write_rating_pack
+from pipelines.evaluation.human.sheets import HUMAN_SALT, SHEET_COLUMNS, read_csv, read_ratings, write_sheets
 from tests.evaluation.browser import wait_for_file
 
 ITEMS = [

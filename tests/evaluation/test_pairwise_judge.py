@@ -4,7 +4,7 @@ noisy, JSON, empty and garbage replies."""
 import pytest
 
 from pipelines.agents import ParseError
-from pipelines.evaluation.agents.pairwise_judge import (
+from pipelines.evaluation.hts.agents.pairwise_judge import (
     PairVerdict,
     PairwiseOutput,
     from_output,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.evaluation.report_config import ReportConfig
-from pipelines.evaluation.report_inputs import offline_default
+from pipelines.evaluation.report.config import ReportConfig
+from pipelines.evaluation.report.inputs import offline_default
 from stages import report as stage
 from tests.evaluation.report_fixtures import evaluate_metrics, write_all_inputs, write_params
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.evaluation.human_sheets import read_csv
-from pipelines.evaluation.plot_data import write_plot_data
-from pipelines.evaluation.report_render import table_html, table_markdown
-from pipelines.evaluation.report_tables import hts_cell, kgc_table, provenance_line, tagging_table
-from pipelines.evaluation.summary import build_sections, write_summary
+from pipelines.evaluation.human.sheets import read_csv
+from pipelines.evaluation.report.plot_data import write_plot_data
+from pipelines.evaluation.report.render import table_html, table_markdown
+from pipelines.evaluation.report.summary import build_sections, write_summary
+from pipelines.evaluation.report.tables import hts_cell, kgc_table, provenance_line, tagging_table
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "metrics.json").read_text(encoding="utf-8"))
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -3,8 +3,8 @@ driven in a headless browser (filter, open a sample)."""
 
 import json
 
-from pipelines.evaluation.trace_browser import choose_samples, group_samples, render_browser, write_trace_browser
-from pipelines.evaluation.trace_story import change_html, rounds_html, sample_outcome, story_html
+from pipelines.evaluation.traces.browser import choose_samples, group_samples, render_browser, write_trace_browser
+from pipelines.evaluation.traces.story import change_html, rounds_html, sample_outcome, story_html
 from tests.evaluation.trace_fixtures import kgc_rows, ram2c_rows, tagging_rows
 
 

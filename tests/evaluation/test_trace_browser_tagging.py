@@ -5,8 +5,8 @@ predictions file."""
 import json
 from pathlib import Path
 
-from pipelines.evaluation.trace_browser import group_samples, read_trace_rows, write_trace_browser
-from pipelines.evaluation.trace_story import sample_outcome
+from pipelines.evaluation.traces.browser import group_samples, read_trace_rows, write_trace_browser
+from pipelines.evaluation.traces.story import sample_outcome
 from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging

@@ -10,13 +10,13 @@ import re
 import pytest
 
 from pipelines.config import ConfigError, validate_section
+from pipelines.evaluation.arms.config import EvaluateConfig
+from pipelines.evaluation.arms.tutoring import evaluate_tutoring
+from pipelines.evaluation.arms.tutoring_baselines import baseline_roles
 from pipelines.evaluation.evaluate import needed_sections, tables_markdown
-from pipelines.evaluation.evaluate_config import EvaluateConfig
-from pipelines.evaluation.evaluate_tutoring import evaluate_tutoring
-from pipelines.evaluation.hts import tuned_position
-from pipelines.evaluation.plot_data import plot_rows
-from pipelines.evaluation.report_inputs import evaluate_sections
-from pipelines.evaluation.tutoring_baselines import baseline_roles
+from pipelines.evaluation.hts.judging import tuned_position
+from pipelines.evaluation.report.inputs import evaluate_sections
+from pipelines.evaluation.report.plot_data import plot_rows
 from pipelines.io import read_jsonl
 from pipelines.llm.client import backend_key
 from pipelines.llm.config import ScriptedBackendConfig

@@ -1,5 +1,5 @@
 """Each stage's own ``metrics.json`` mapped into the sections :func:`summary.write_summary` takes
-(shapes: :mod:`pipelines.evaluation.report_tables`), with a provenance line built from the
+(shapes: :mod:`pipelines.evaluation.report.tables`), with a provenance line built from the
 metrics and the generating models named in params.
 
 Inputs (the keys each stage really writes):

@@ -5,7 +5,7 @@ communication, teaching expertise, safety and ethics) by one or more judges.
 The two replies' positions are randomised per item with a seeded generator (``tuned_position``,
 recorded in every judgment) and the judge's choice of ``A``/``B`` is mapped back to an outcome
 for the model under test: ``better`` / ``equal`` / ``worse`` (scored 4 / 2 / 0 by
-:mod:`pipelines.evaluation.scoring`).
+:mod:`pipelines.evaluation.hts.scoring`).
 
     judges = [Judge("glm4", runtime.for_role("hts_judge")), Judge("glm4-seed2", llm2)]
     judgments, report = await judge_items(items, judges, seed=0, concurrency=16)
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pipelines.agents import Agent, Runner, SampleTrace
-from pipelines.evaluation.agents.pairwise_judge import PairVerdict, load_criteria, make_pairwise_judge
+from pipelines.evaluation.hts.agents.pairwise_judge import PairVerdict, load_criteria, make_pairwise_judge
 
 DIMENSIONS: tuple[str, ...] = ("humanized", "teaching", "safety")
 DIMENSION_LETTERS = {"humanized": "H", "teaching": "T", "safety": "S"}

@@ -5,10 +5,10 @@ rows of ``data/train/dpo``'s eval split, plus rows of ``extra_rows`` (the genera
 prompt is not in the train split (make_datasets splits by prompt, so these were never trained on).
 Each arm answers every prompt as the drafter does (its template's parser, sampling and tag, so the
 base arm's requests are those of generation). The baselines (``evaluate.tutoring.baselines``,
-:mod:`pipelines.evaluation.tutoring_baselines`) are the base model, a reference model, or a
+:mod:`pipelines.evaluation.arms.tutoring_baselines`) are the base model, a reference model, or a
 reference model whose draft the RAM2C team rewrites. Per baseline, the items it and the tuned arm
 both answered are judged per dimension by the HTS judges
-(:func:`pipelines.evaluation.hts_config.run_judging`: positions randomised, 4/2/0 scoring, Fleiss'
+(:func:`pipelines.evaluation.hts.config.run_judging`: positions randomised, 4/2/0 scoring, Fleiss'
 kappa): one row of HTS Table 1 and one bootstrap delta per dimension each.
 """
 
@@ -21,12 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Runner, SampleTrace
-from pipelines.evaluation.bootstrap import delta_row
-from pipelines.evaluation.evaluate_config import EvaluateConfig, TutoringEvalConfig
-from pipelines.evaluation.hts_config import run_judging
-from pipelines.evaluation.scoring import hts_score, position_preference
-from pipelines.evaluation.tuned import adapter_under_test, check_held_out, tuned_llm_config, tuned_model_name
-from pipelines.evaluation.tutoring_baselines import (
+from pipelines.evaluation.arms.config import EvaluateConfig, TutoringEvalConfig
+from pipelines.evaluation.arms.tuned import adapter_under_test, check_held_out, tuned_llm_config, tuned_model_name
+from pipelines.evaluation.arms.tutoring_baselines import (
     baseline_items,
     baseline_model,
     baseline_roles,
@@ -36,6 +33,9 @@ from pipelines.evaluation.tutoring_baselines import (
     row_label,
     team_refiner,
 )
+from pipelines.evaluation.hts.config import run_judging
+from pipelines.evaluation.hts.scoring import hts_score, position_preference
+from pipelines.evaluation.stats.bootstrap import delta_row
 from pipelines.io import read_jsonl, write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig

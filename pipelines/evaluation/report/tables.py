@@ -9,7 +9,7 @@ one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
   system columns; the best system of a row in bold). A generate-stage ``metrics.json`` with a
   top-level ``systems`` is taken as one model.
 - ``deltas``: ``[{"team", "system", "metric", "base", "tuned", "delta", "ci": [lo, hi], "n"}]``
-  (:func:`pipelines.evaluation.bootstrap.paired_delta` rows, tuned vs base).
+  (:func:`pipelines.evaluation.stats.bootstrap.paired_delta` rows, tuned vs base).
 - ``kgc``: ``{"datasets": [{"name", "task"}], "rows": {method: {dataset: f1}}, "reference":
   {method: reference_method}, "rounds": {series: [f1 at round 0, 1, ...]}, "provenance": ...}``
   (CooperKGC's Table 2 with ``(+gain)`` over the reference, and its rounds figure as a table).

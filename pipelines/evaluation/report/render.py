@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipelines.evaluation.report_tables import Table
+from pipelines.evaluation.report.tables import Table
 
 BOLD = re.compile(r"\*\*(.+?)\*\*")
 STYLE = """

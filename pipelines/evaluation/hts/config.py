@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pipelines.config import StrictModel
-from pipelines.evaluation.hts import DIMENSIONS, Judge
+from pipelines.evaluation.hts.judging import DIMENSIONS, Judge
 
 
 class JudgeConfig(StrictModel):
@@ -85,9 +85,9 @@ async def run_judging(items: Any, runtime: Any, cfg: HTSConfig, *, progress: boo
     Returns ``{"judgments": [Judgment], "report": RunReport (its trace rows go to the traces
     JSONL), "scores": hts_scores(...) per dimension, "position_preference": per judge}``.
     """
-    from pipelines.evaluation.agents.pairwise_judge import make_pairwise_judge
-    from pipelines.evaluation.hts import judge_items
-    from pipelines.evaluation.scoring import hts_scores, position_preference
+    from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
+    from pipelines.evaluation.hts.judging import judge_items
+    from pipelines.evaluation.hts.scoring import hts_scores, position_preference
 
     judgments, report = await judge_items(
         items,

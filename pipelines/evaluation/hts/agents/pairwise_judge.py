@@ -1,7 +1,7 @@
 """Pairwise HTS judge: (dimension, topic, student answer, reply A, reply B) -> which reply is better.
 
 The system block holds the RAM2C paper's Table 5 criteria for all three dimensions (data:
-``pipelines/evaluation/criteria.<lang>.json``, the same text the human rating form shows; pass it
+``pipelines/evaluation/hts/criteria.<lang>.json``, the same text the human rating form shows; pass it
 as the ``criteria`` variable, see :func:`load_criteria`) and the reply format, so it is
 byte-identical across items and dimensions (prefix caching); the user block names
 the dimension to judge and the item. Two reply forms are accepted by one parser:

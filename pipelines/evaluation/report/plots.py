@@ -1,5 +1,5 @@
 """The report's PNG plots, one function each, from the same metrics sections as the tables
-(:mod:`pipelines.evaluation.report_tables` documents their shapes). Each writes ``path``
+(:mod:`pipelines.evaluation.report.tables` documents their shapes). Each writes ``path``
 atomically and returns it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.report_tables import HTS_COLUMNS, SYSTEM_NAMES
+from pipelines.evaluation.report.tables import HTS_COLUMNS, SYSTEM_NAMES
 from pipelines.io import atomic_open
 
 

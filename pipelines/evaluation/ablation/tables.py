@@ -3,7 +3,7 @@ as a queued ``dvc exp`` set), chosen params as columns, chosen metrics with thei
 the baseline commit.
 
     dvc exp show --json > exps.json
-    python -m pipelines.evaluation.ablations exps.json --param ram2c.groups --param ram2c.experts \\
+    python -m pipelines.evaluation.ablation.tables exps.json --param ram2c.groups --param ram2c.experts \\
         --metric H=hts.humanized.score --title "RAM2C ablations" -o reports/ablations.md
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.report_render import table_markdown
-from pipelines.evaluation.report_tables import Table, provenance_line
+from pipelines.evaluation.report.render import table_markdown
+from pipelines.evaluation.report.tables import Table, provenance_line
 from pipelines.io import atomic_open
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import ParseError
-from pipelines.evaluation.agents.pairwise_judge import normalise_choice
-from pipelines.evaluation.hts import DIMENSIONS, HTSItem, Judgment, arranged, outcome_of, tuned_position
+from pipelines.evaluation.hts.agents.pairwise_judge import normalise_choice
+from pipelines.evaluation.hts.judging import DIMENSIONS, HTSItem, Judgment, arranged, outcome_of, tuned_position
 from pipelines.io import atomic_open
 
 SHEET_COLUMNS = (

@@ -8,7 +8,7 @@ under ``reports/plots/``, all generated from one metrics dict::
       "inputs": {name: {"path", "found", "note"}}   # what the report read (a table at the end)
     }
 
-(section shapes: :mod:`pipelines.evaluation.report_tables`). Missing sections are left out, so
+(section shapes: :mod:`pipelines.evaluation.report.tables`). Missing sections are left out, so
 the report can be built from whatever stages ran.
 """
 
@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation import report_plots, report_tables
-from pipelines.evaluation.report_render import summary_html, summary_markdown
-from pipelines.evaluation.report_tables import Table
+from pipelines.evaluation.report import plots as report_plots
+from pipelines.evaluation.report import tables as report_tables
+from pipelines.evaluation.report.render import summary_html, summary_markdown
+from pipelines.evaluation.report.tables import Table
 from pipelines.io import atomic_open
 
 OFFLINE_BANNER = (

@@ -1,16 +1,16 @@
 """The papers' ablations as one queued ``dvc exp`` set, and their tables.
 
-    python -m pipelines.evaluation.ablation_set all            # queue, run them all, write reports/ablations.md
-    python -m pipelines.evaluation.ablation_set queue [--only ram2c,kgc] [--dry-run]
-    python -m pipelines.evaluation.ablation_set run  [-j 1]    # dvc exp run --run-all
-    python -m pipelines.evaluation.ablation_set tables [--show-json exps.json] [-o reports/ablations.md]
+    python -m pipelines.evaluation.ablation.experiments all            # queue, run them all, write reports/ablations.md
+    python -m pipelines.evaluation.ablation.experiments queue [--only ram2c,kgc] [--dry-run]
+    python -m pipelines.evaluation.ablation.experiments run  [-j 1]    # dvc exp run --run-all
+    python -m pipelines.evaluation.ablation.experiments tables [--show-json exps.json] [-o reports/ablations.md]
 
 Every experiment is ``dvc exp run --queue -n <name> -S <override> ...`` on the whole pipeline, so
 a variant's data also trains and is measured downstream (stages whose inputs did not change are
 restored, not rerun). The set (:data:`ABLATIONS`): RAM2C without P, without E, without P and E,
 one expert per group (its Table 3); CooperKGC after 0-4 rounds, without simplification, without
 background (its ablations); the tagging team vs the single LLM as the only system. The tables
-read ``dvc exp show --json`` (:mod:`pipelines.evaluation.ablations`): one per paper, the baseline
+read ``dvc exp show --json`` (:mod:`pipelines.evaluation.ablation.tables`): one per paper, the baseline
 commit and its experiments, the switched params and the metrics with their change.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from pipelines.evaluation.ablations import ablation_table, experiments
-from pipelines.evaluation.report_render import table_markdown
+from pipelines.evaluation.ablation.tables import ablation_table, experiments
+from pipelines.evaluation.report.render import table_markdown
 from pipelines.io import atomic_open
 
 
@@ -113,7 +113,7 @@ def _call(argv: list[str], *, dry_run: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.evaluation.ablation_set", description=__doc__.split("\n\n")[0]
+        prog="python -m pipelines.evaluation.ablation.experiments", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("action", choices=["queue", "run", "tables", "all", "list"])
     parser.add_argument("--only", help="comma-separated teams to queue (tagging,kgc,ram2c); default all")

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.trace_story import OUTCOMES, esc, sample_outcome, story_html
+from pipelines.evaluation.traces.story import OUTCOMES, esc, sample_outcome, story_html
 from pipelines.io import atomic_open
 
 STYLE = """

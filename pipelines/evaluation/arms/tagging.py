@@ -14,15 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.bootstrap import delta_row
-from pipelines.evaluation.evaluate_config import EvaluateConfig
-from pipelines.evaluation.tuned import (
+from pipelines.evaluation.arms.config import EvaluateConfig
+from pipelines.evaluation.arms.tuned import (
     adapter_under_test,
     check_held_out,
     trained_rows,
     tuned_llm_config,
     tuned_model_name,
 )
+from pipelines.evaluation.stats.bootstrap import delta_row
 from pipelines.io import read_jsonl
 from pipelines.stage import StageError
 from pipelines.tagging.config import OutputsConfig, TaggingConfig

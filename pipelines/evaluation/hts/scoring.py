@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pipelines.evaluation.agreement import kappa_by_dimension
-from pipelines.evaluation.bootstrap import bootstrap_interval
+from pipelines.evaluation.stats.agreement import kappa_by_dimension
+from pipelines.evaluation.stats.bootstrap import bootstrap_interval
 
 POINTS = {"better": 4, "equal": 2, "worse": 0}
 

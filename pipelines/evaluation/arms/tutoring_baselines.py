@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import SampleTrace
-from pipelines.evaluation.evaluate_config import TutoringBaseline
-from pipelines.evaluation.hts import HTSItem
+from pipelines.evaluation.arms.config import TutoringBaseline
+from pipelines.evaluation.hts.judging import HTSItem
 from pipelines.ram2c.config import ROLES, Ram2cConfig
 from pipelines.ram2c.groups import TurnContext
 from pipelines.ram2c.students import persona_by_id

@@ -1,6 +1,6 @@
 """One self-contained HTML rating form (no server, no network): a rater picks their name, reads
 the criteria, chooses ``A`` / ``equal`` / ``B`` per row and saves the answers as a CSV download
-(a Blob link), which :func:`pipelines.evaluation.human_sheets.read_ratings` imports.
+(a Blob link), which :func:`pipelines.evaluation.human.sheets.read_ratings` imports.
 
 The form holds the same blind rows as the CSV sheets (:func:`human_sheets.write_sheets` returns
 them); everything is rendered here, escaped, so the page needs no data loading. The saved CSV has
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.agents.pairwise_judge import load_criteria
-from pipelines.evaluation.human_sheets import rater_slug
+from pipelines.evaluation.hts.agents.pairwise_judge import load_criteria
+from pipelines.evaluation.human.sheets import rater_slug
 from pipelines.io import atomic_open
 
 FORM_COLUMNS = ("rater", "row", "item_key", "dimension", "choice", "comment")
@@ -226,8 +226,8 @@ def write_rating_pack(
     """Everything the raters need, in ``folder``: ``sheet_<rater>.csv`` each, ``form.html`` (all
     raters' sheets; each picks their name) and ``key.csv`` (keep it from the raters).
     Returns ``{"sheets": [paths], "form": path, "key": path}``."""
-    from pipelines.evaluation.hts import DIMENSIONS
-    from pipelines.evaluation.human_sheets import write_sheets
+    from pipelines.evaluation.hts.judging import DIMENSIONS
+    from pipelines.evaluation.human.sheets import write_sheets
 
     folder = Path(folder)
     sheets = write_sheets(folder, items, raters, dimensions=dimensions or DIMENSIONS, seed=seed, sample=sample)

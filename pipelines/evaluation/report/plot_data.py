@@ -1,5 +1,5 @@
 """Long-format CSVs of the report's plots, for ``dvc plots`` (one file per plot, fixed columns),
-from the same metrics sections as :mod:`pipelines.evaluation.report_plots`:
+from the same metrics sections as :mod:`pipelines.evaluation.report.plots`:
 
 - ``tagging_prf1.csv``: ``model, system, metric, value``
 - ``kgc_f1_rounds.csv``: ``series, round, f1``
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.human_sheets import write_csv
+from pipelines.evaluation.human.sheets import write_csv
 
 
 def plot_rows(metrics: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], list[dict[str, Any]]]]:

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from pipelines.config import StrictModel, distinct
-from pipelines.evaluation.hts_config import HTSConfig, JudgeConfig
+from pipelines.evaluation.hts.config import HTSConfig, JudgeConfig
 from pipelines.llm.config import BackendConfig, LLMConfig
 
 SystemName = Literal["tagging", "kgc", "tutoring"]

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation import report_inputs as ri
-from pipelines.evaluation.plot_data import plot_rows, write_plot_data
-from pipelines.evaluation.report_config import ReportConfig
-from pipelines.evaluation.summary import build_sections, write_summary
-from pipelines.evaluation.trace_browser import write_trace_browser
-from pipelines.evaluation.trace_story import esc
+from pipelines.evaluation.report import inputs as ri
+from pipelines.evaluation.report.config import ReportConfig
+from pipelines.evaluation.report.plot_data import plot_rows, write_plot_data
+from pipelines.evaluation.report.summary import build_sections, write_summary
+from pipelines.evaluation.traces.browser import write_trace_browser
+from pipelines.evaluation.traces.story import esc
 from pipelines.io import atomic_open
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""The papers' ablations as one queued ``dvc exp`` set, and their tables."""

@@ -1,1 +1,0 @@
-"""The evaluation's agents (prompt templates beside their module)."""

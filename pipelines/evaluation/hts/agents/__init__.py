@@ -1,0 +1,1 @@
+"""The HTS judge agent (prompt templates beside its module)."""

@@ -1,0 +1,1 @@
+"""Human rating: blind comparison sheets, the HTML rating form, import of filled sheets."""

@@ -1,0 +1,1 @@
+"""The static trace browser and each sample's story."""
