@@ -155,6 +155,6 @@ def load_section(section: str, model: type[T], params_path: Path | str = DEFAULT
     node: Any = data
     for part in section.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise ConfigError(f"{path}: section '{section}' is missing; add it (see README, Configuration)")
+            raise ConfigError(f"{path}: section '{section}' is missing; add it (see docs/configuration.md)")
         node = node[part]
     return validate_section(node, model, section=section, source=str(path), text=path.read_text("utf-8"))

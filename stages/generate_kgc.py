@@ -10,7 +10,7 @@ the files listed in dvc.yaml):
     python -m stages.generate_kgc [--params params.yaml] [--section kgc] [--shard I/N] [--debug]
 
 ``--shard I/N`` runs shard I of N only, into ``shards/I-of-N/`` under both output folders; merge
-the shards with ``python -m stages.merge_shards --team kgc`` (README: Sharded generation).
+the shards with ``python -m stages.merge_shards --team kgc`` (docs/runtime.md: Sharded generation).
 
 Exit codes: 0 done; 1 a missing input, an unreadable dataset file, an LLM failure or more failed
 samples than ``max_failed_share``; 2 bad params.

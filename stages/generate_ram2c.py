@@ -12,7 +12,7 @@ config, the files listed in dvc.yaml):
     python -m stages.generate_ram2c [--params params.yaml] [--section ram2c] [--shard I/N] [--debug]
 
 ``--shard I/N`` runs shard I of N only, into ``shards/I-of-N/`` under both output folders; merge
-the shards with ``python -m stages.merge_shards --team ram2c`` (README: Sharded generation).
+the shards with ``python -m stages.merge_shards --team ram2c`` (docs/runtime.md: Sharded generation).
 
 Exit codes: 0 done; 1 a missing input (knowledge base, source text), an LLM failure or more failed
 samples than ``max_failed_share``; 2 bad params.

@@ -10,7 +10,7 @@ runs :func:`pipelines.tagging.run.generate_tagging` and writes, under ``tagging.
     python -m stages.generate_tagging [--params params.yaml] [--section tagging] [--shard I/N] [--debug]
 
 ``--shard I/N`` runs shard I of N only, into ``shards/I-of-N/`` under both output folders; merge
-the shards with ``python -m stages.merge_shards --team tagging`` (README: Sharded generation).
+the shards with ``python -m stages.merge_shards --team tagging`` (docs/runtime.md: Sharded generation).
 
 Exit codes: 0 done; 1 a missing input, an LLM failure (server down, missing API key, corrupt
 cache), an empty evaluation set or more failed samples than ``max_failed_share``; 2 bad params.

@@ -14,7 +14,7 @@ all go through the encoder that :func:`install_chat_encoder` puts on the tokeniz
   template) ``eos_token_id`` is appended, so the model learns to stop. Whitespace the template writes
   after it (Qwen's ``<|im_end|>\\n``) is kept, so the ids still equal the model's own format.
 
-Shims for remote code written against transformers 4.x (see the README's cluster section):
+Shims for remote code written against transformers 4.x (see docs/clusters.md):
 ``is_torch_fx_available`` (removed from ``transformers.utils.import_utils`` in transformers 5, imported
 by MiniCPM's ``modeling_minicpm.py``) and ChatGLM3's ``_pad`` (no ``padding_side`` argument,
 asserts left padding).

@@ -248,7 +248,7 @@ def test_the_readme_example_is_valid_params():
 
     from tests.evaluation.evaluate_fixtures import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "kind: reference_team" in b]
     cfg = validate_section(yaml.safe_load(block)["evaluate"], EvaluateConfig, section="evaluate")
     assert [(b.name, b.kind) for b in cfg.tutoring.baselines] == [

@@ -103,8 +103,8 @@ def test_an_empty_evaluation_split_is_a_clear_error():
 
 
 def mathfish_params_from_readme() -> dict:
-    """The ``tagging`` params the README documents for the shared MathFish CSV."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The ``tagging`` params docs/tagging.md documents for the shared MathFish CSV."""
+    readme = (ROOT / "docs" / "tagging.md").read_text(encoding="utf-8")
     start = readme.index("# mathfish-params")
     block = readme[start : readme.index("```", start)]
     return yaml.safe_load(textwrap.dedent(block))["tagging"]
