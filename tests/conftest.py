@@ -33,10 +33,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def one_torch_thread():
-    """One intra-op torch thread: on shared CPU cores two threads spin against each other (~5x slower)."""
+    """One intra-op torch thread (on shared CPU cores two threads spin against each other, ~5x
+    slower), or ``EDUMAS_TEST_TORCH_THREADS`` of them: `make test` runs the transformers-backend
+    tests a second time with 2 threads, so a test that depends on float order fails on any machine."""
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(int(os.environ.get("EDUMAS_TEST_TORCH_THREADS", "1")))
     yield
     torch.set_num_threads(before)

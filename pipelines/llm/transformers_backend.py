@@ -11,7 +11,7 @@ costs a CPU prefill as much as real tokens). Requests in a batch may differ in e
 
 - sampling is done per row by :class:`RowSampler` (temperature, top-p, and a generator seeded
   from the request's ``seed`` and choice index), so ``temperature == 0`` rows stay greedy and a
-  seeded request gives the same text whatever it is batched with;
+  seeded row draws from its own generator whatever it is batched with;
 - :class:`RowStopper` ends a row at its own ``max_tokens`` or when one of its stop strings appears;
   the text is cut before the stop string;
 - a row whose request has ``json_schema`` is constrained by its own xgrammar matcher
@@ -21,6 +21,14 @@ costs a CPU prefill as much as real tokens). Requests in a batch may differ in e
   Rows without a schema in the same batch are unconstrained. Grammars are compiled per schema once
   per backend (its tokenizer) in a worker thread before the request is queued; a schema that cannot
   be compiled fails that request only, with ``LLMError("json_schema cannot be compiled: ...")``.
+
+Reproducibility: a row's logits inside a padded batch equal its logits alone up to float error
+(the last bits depend on the batch's shape, the thread count and the CPU kernels torch picks), so
+where two tokens are nearly tied a row's text can depend on what it was batched with. What holds:
+the same requests in the same batch (same thread count, same machine) give the same text, seeded
+sampling included; a request alone always decodes the same; ``max_batch_size: 1`` makes every
+reply independent of concurrent requests; and the request cache makes a rerun return the recorded
+replies. ``tests/llm/decoding_checks.py`` asserts the batched logits against the row alone.
 
 Results: text without special tokens, ``finish_reason`` ``stop`` (EOS or stop string) or ``length``,
 usage (prompt tokens without padding, counted once per request; generated tokens up to and
