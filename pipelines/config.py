@@ -158,3 +158,13 @@ def load_section(section: str, model: type[T], params_path: Path | str = DEFAULT
             raise ConfigError(f"{path}: section '{section}' is missing; add it (see docs/configuration.md)")
         node = node[part]
     return validate_section(node, model, section=section, source=str(path), text=path.read_text("utf-8"))
+
+
+def params_key_exists(params: dict[str, Any], key: str) -> bool:
+    """Whether the dotted ``key`` (``tagging.llm.sampling.max_tokens``) names a value in ``params``."""
+    node: Any = params
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
