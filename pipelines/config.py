@@ -148,23 +148,39 @@ def _first_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def section_from_params(
+    params: dict[str, Any], section: str, model: type[T], *, source: str = "params.yaml", text: str | None = None
+) -> T:
+    """``section`` (dotted for nesting, e.g. ``train.sft``) of a params mapping as ``model``; its llm
+    blocks inherit the top-level ``llm`` (:mod:`pipelines.llm.shared`), which is checked first."""
+    from pipelines.llm.shared import SECTION, SharedLLMConfig, llm_paths, shared_section, with_shared_llm
+
+    node: Any = params
+    for part in section.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"{source}: section '{section}' is missing; add it (see docs/configuration.md)")
+        node = node[part]
+    if llm_paths(model) and (shared := shared_section(params)) is not None:
+        validate_section(shared, SharedLLMConfig, section=SECTION, source=source, text=text)
+        node = with_shared_llm(node, model, shared)
+    return validate_section(node, model, section=section, source=source, text=text)
+
+
 def load_section(section: str, model: type[T], params_path: Path | str = DEFAULT_PARAMS) -> T:
     """Read ``section`` (dotted for nesting, e.g. ``train.sft``) of a params file into ``model``."""
     path = Path(params_path)
-    data = read_yaml(path)
-    node: Any = data
-    for part in section.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise ConfigError(f"{path}: section '{section}' is missing; add it (see docs/configuration.md)")
-        node = node[part]
-    return validate_section(node, model, section=section, source=str(path), text=path.read_text("utf-8"))
+    return section_from_params(read_yaml(path), section, model, source=str(path), text=path.read_text("utf-8"))
 
 
 def params_key_exists(params: dict[str, Any], key: str) -> bool:
-    """Whether the dotted ``key`` (``tagging.llm.sampling.max_tokens``) names a value in ``params``."""
+    """Whether the dotted ``key`` (``tagging.llm.sampling.max_tokens``) names a value in ``params``;
+    a key of a section's llm block that it inherits (``tagging.llm.default``) exists when the
+    top-level ``llm`` has it."""
+    parts = key.split(".")
     node: Any = params
-    for part in key.split("."):
+    for index, part in enumerate(parts):
         if not isinstance(node, dict) or part not in node:
-            return False
+            inherited = index > 1 and parts[index - 1] == "llm" and parts[0] != "llm"
+            return inherited and params_key_exists(params, ".".join(["llm", *parts[index:]]))
         node = node[part]
     return True

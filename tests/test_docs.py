@@ -202,7 +202,7 @@ def test_every_params_key_and_path_the_readme_names_exists() -> None:
     spans = code_spans(readme_text())
     sections = set(params())
     keys = [s.split(":", 1)[0] for s in spans if KEY.match(s) and s.split(".", 1)[0] in sections]
-    # (the params keys the README names: see "Switching what runs")
+    assert "llm.default" in keys, keys  # the backend switch
     for key in keys:
         assert params_key_exists(params(), key), f"README names params key {key!r}, which params.yaml lacks"
     paths = [s for s in spans if PATH.match(s) and not KEY.match(s)]

@@ -60,7 +60,12 @@ class OpenAIBackendConfig(_RoleSampling):
     model: str
     base_urls: list[str] = Field(min_length=1)
     api_key_env: str | None = "OPENAI_API_KEY"
-    max_concurrency: int = Field(64, ge=1)
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="requests in flight to this backend at most (None: no limit of its own; the stage's "
+        "concurrency governs). A limit that makes calls wait is warned about once",
+    )
     timeout_s: float = Field(120.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(6, ge=0)

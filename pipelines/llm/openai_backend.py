@@ -1,21 +1,23 @@
 """Backend for any OpenAI-compatible chat server (OpenAI, GLM, DeepSeek, vLLM serve, transformers serve).
 
 Plain aiohttp (the openai SDK's per-request CPU cost is too high for thousands of calls in flight):
-one shared ``ClientSession`` whose connector holds ``max_concurrency`` connections, requests
-encoded and replies decoded with orjson. Each call::
+one shared ``ClientSession`` whose connector holds ``max_concurrency`` connections (unbounded when
+it is None, the default: the stage's ``concurrency`` is the limit), requests encoded and replies
+decoded with orjson. Each call::
 
     POST {base_url}/chat/completions   {model, messages, temperature, top_p, max_tokens, stop, seed, n,
                                         response_format (from SamplingParams.json_schema)}
 
-is bounded by ``max_concurrency``, paced by the ``requests_per_minute`` / ``tokens_per_minute``
-limits, sent to the least-loaded server of the ``base_urls`` pool and retried with exponential
-backoff and full jitter on 429, 408, 5xx, timeouts, dropped connections and malformed replies
-(``Retry-After`` is honoured up to ``max_retry_after_s``; a server asking for longer fails the
-call at once). Other 4xx, and 429s that mean a quota or billing limit (OpenAI
-``insufficient_quota``, GLM account codes), fail at once. Every failure raises :class:`LLMError`
-naming the server, the status and the server's message; the API key (read from the environment
-variable ``api_key_env``, which must be set when named) never appears in errors or logs, and a
-warning says when it would travel over plain ``http://`` to a host that is not loopback.
+is bounded by ``max_concurrency`` (a limit below what the stage sends is warned about once), paced
+by the ``requests_per_minute`` / ``tokens_per_minute`` limits, sent to the least-loaded server of
+the ``base_urls`` pool and retried with exponential backoff and full jitter on 429, 408, 5xx,
+timeouts, dropped connections and malformed replies (``Retry-After`` is honoured up to
+``max_retry_after_s``; a server asking for longer fails the call at once). Other 4xx, and 429s that
+mean a quota or billing limit (OpenAI ``insufficient_quota``, GLM account codes), fail at once.
+Every failure raises :class:`LLMError` naming the server, the status and the server's message; the
+API key (read from the environment variable ``api_key_env``, which must be set when named) never
+appears in errors or logs, and a warning says when it would travel over plain ``http://`` to a host
+that is not loopback.
 
 Structured output: ``json_schema`` is sent as ``response_format`` ``json_schema`` (with
 ``"strict": true`` where the schema meets OpenAI's strict rules); a server that refuses it gets
@@ -26,6 +28,7 @@ validates the reply).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -81,6 +84,7 @@ class OpenAIBackend:
 
     def __init__(self, spec: OpenAIBackendConfig, *, where: str = "llm.default"):
         self.spec = spec
+        self.where = where
         self.identity = f"openai:{spec.model}#{spec.structured_output}"
         self._api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         if spec.api_key_env and not self._api_key:
@@ -123,7 +127,7 @@ class OpenAIBackend:
             old, self._session = self._session, None
             old_guard, self._guard = self._guard, None
             self._loop = loop
-            self._semaphore = asyncio.Semaphore(self.spec.max_concurrency)
+            self._semaphore = asyncio.Semaphore(self.spec.max_concurrency) if self.spec.max_concurrency else None
             if old_guard is not None:
                 await old_guard.aclose()
             await _close_session(old)
@@ -140,7 +144,7 @@ class OpenAIBackend:
 
     def _session_for_loop(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency, limit_per_host=0, ttl_dns_cache=300)
+            connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency or 0, limit_per_host=0, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=self._timeout,
@@ -208,7 +212,9 @@ class OpenAIBackend:
         await self._bind_loop()
         tried: set[str] = set()
         last_error = ""
-        async with self._semaphore:
+        if self._semaphore is not None and self._semaphore.locked():
+            self._warn_capped()
+        async with self._semaphore or contextlib.nullcontext():
             # encode only once a slot is free: with thousands of calls queued, the work then overlaps the
             # network wait of the calls in flight instead of delaying the first of them
             bodies: dict[str, bytes] = {}
@@ -284,6 +290,20 @@ class OpenAIBackend:
             if mode != first:
                 log.info("%s: structured output now %s", url, mode)
             return answer
+
+    def _warn_capped(self) -> None:
+        """Once per backend: its ``max_concurrency`` is making calls wait that the stage let through."""
+        if ("capped", self.where) in _warned:
+            return
+        _warned.add(("capped", self.where))
+        log.warning(
+            "%s (%s): max_concurrency %d requests are in flight and more are waiting: the stage's concurrency "
+            "is higher than this backend's limit; raise %s.max_concurrency, or leave it out (no limit of its own)",
+            self.where,
+            self.spec.model,
+            self.spec.max_concurrency,
+            self.where,
+        )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff; a server's ``Retry-After`` is a lower bound."""

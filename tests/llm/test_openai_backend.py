@@ -330,6 +330,39 @@ def test_concurrency_bound_is_respected():
     assert srv.count == 24 and srv.max_in_flight == 4
 
 
+def test_no_limit_of_its_own_by_default_so_a_stage_concurrency_of_128_reaches_the_server():
+    async def main():
+        async with LoopbackServer(latency_s=0.3) as srv:
+            b = backend([srv.url])  # max_concurrency left out (it was 64, capping concurrency: 128 silently)
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(128)))
+            await b.close()
+            return srv
+
+    assert OpenAIBackendConfig(kind="openai", model="m", base_urls=["http://h/v1"]).max_concurrency is None
+    srv = run(main())
+    assert srv.count == 128 and srv.max_in_flight == 128
+
+
+def test_a_max_concurrency_that_makes_calls_wait_is_warned_about_once(caplog):
+    async def main(n: int):
+        async with LoopbackServer(latency_s=0.05) as srv:
+            b = OpenAIBackend(
+                OpenAIBackendConfig(kind="openai", model="m", base_urls=[srv.url], api_key_env=None, max_concurrency=4),
+                where="tagging.llm.roles.solver",
+            )
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(n)))
+            await b.close()
+
+    with caplog.at_level(logging.WARNING):
+        run(main(4))  # never more than the limit in flight: nothing to say
+        assert "max_concurrency" not in caplog.text
+        run(main(12))
+    warnings = [r.getMessage() for r in caplog.records if "max_concurrency" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "tagging.llm.roles.solver (m): max_concurrency 4" in warnings[0]
+    assert "raise tagging.llm.roles.solver.max_concurrency" in warnings[0]
+
+
 def test_pool_balances_load_across_two_servers():
     async def main():
         async with LoopbackServer(latency_s=0.02) as a, LoopbackServer(latency_s=0.02) as b_srv:
