@@ -77,6 +77,11 @@ class OpenAIBackendConfig(_RoleSampling):
     requests_per_minute: int | None = Field(None, ge=1)
     tokens_per_minute: int | None = Field(None, ge=1)
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    check_model: bool = Field(
+        True,
+        description="at start, stop unless the server's /models list holds `model` (a server that lists no "
+        "models, or answers no list, is not checked); false for servers whose list leaves out names they serve",
+    )
 
     @field_validator("base_urls")
     @classmethod

@@ -355,8 +355,10 @@ class OpenAIBackend:
 
     async def preflight(self) -> None:
         """One cheap request (``GET /models``) per base URL, all at once, within about
-        ``connect_timeout_s``. Raises :class:`LLMError` naming the URLs when none can be reached, or
-        when a server refuses the API key; an unreachable server of a larger pool is only warned about."""
+        ``connect_timeout_s``. Raises :class:`LLMError` naming the URLs when none can be reached, when
+        a server refuses the API key, or when a server's model list lacks ``model`` (``vllm serve
+        /models/X`` serves ``/models/X``, not ``X``: every request would get 404); an unreachable
+        server of a larger pool is only warned about."""
         await self._bind_loop()
         session = self._session_for_loop()
         results = await asyncio.gather(*(self._probe(session, url) for url in self.spec.base_urls))
@@ -387,12 +389,32 @@ class OpenAIBackend:
                 f"openai backend ({self.spec.model}): {url} refused {key} (HTTP {status}: "
                 f"{self._scrub(server_message(raw))}); check the key, or set api_key_env"
             )
+        if status == 200 and self.spec.check_model:
+            served = served_models(raw)
+            if served and self.spec.model not in served:
+                raise LLMError(
+                    f"openai backend: {url} does not serve model {self.spec.model!r} ({self.where}.model); it serves "
+                    f"{', '.join(repr(m) for m in served[:10])}. Set {self.where}.model to one of them, or start the "
+                    f"server with --served-model-name {self.spec.model} (vllm serve serves a model under its path "
+                    "otherwise)"
+                )
         return None
 
     async def close(self) -> None:
         """Close the HTTP session (idempotent)."""
         session, self._session = self._session, None
         await _close_session(session)
+
+
+def served_models(raw: bytes) -> list[str]:
+    """The model ids of a ``GET /models`` reply (``{"data": [{"id": ...}]}``); [] when it holds none."""
+    try:
+        data = orjson.loads(raw).get("data")
+    except (orjson.JSONDecodeError, AttributeError):
+        return []
+    if not isinstance(data, list):
+        return []
+    return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
 
 
 async def _close_session(session: aiohttp.ClientSession | None) -> None:

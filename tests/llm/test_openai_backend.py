@@ -658,6 +658,44 @@ def test_preflight_names_an_unreachable_url_within_seconds():
     assert dead in message and "cannot reach" in message and elapsed < 5
 
 
+def test_preflight_stops_when_the_server_serves_the_model_under_another_name():
+    """`vllm serve /models/X` serves `/models/X`: a run asking for `X` would get 404 on every call."""
+
+    async def main(served: list[str], model: str, **overrides):
+        async with LoopbackServer(models=served) as srv:
+            b = OpenAIBackend(
+                OpenAIBackendConfig(kind="openai", model=model, base_urls=[srv.url], api_key_env=None, **overrides),
+                where="llm.default",
+            )
+            try:
+                await b.preflight()
+                return None, srv
+            except LLMError as exc:
+                return str(exc), srv
+            finally:
+                await b.close()
+
+    message, srv = run(main(["/models/Qwen2.5-7B-Instruct"], "Qwen2.5-7B-Instruct"))
+    assert srv.count == 0 and message is not None
+    assert f"{srv.url} does not serve model 'Qwen2.5-7B-Instruct' (llm.default.model)" in message
+    assert "'/models/Qwen2.5-7B-Instruct'" in message and "--served-model-name Qwen2.5-7B-Instruct" in message
+    assert run(main(["Qwen2.5-7B-Instruct"], "Qwen2.5-7B-Instruct"))[0] is None  # served under its name
+    assert run(main(["/models/X"], "X", check_model=False))[0] is None  # a server whose list leaves names out
+    assert run(main(None, "anything"))[0] is None  # a server that lists no models is not checked
+
+
+def test_without_the_check_every_request_to_a_misnamed_model_fails():
+    async def main():
+        async with LoopbackServer(models=["/models/X"]) as srv:
+            b = backend([srv.url], api_key_env=None, max_retries=0, model="X")
+            with pytest.raises(LLMError) as err:
+                await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return str(err.value)
+
+    assert "HTTP 404" in run(main()) and "does not exist" in run(main())
+
+
 def test_preflight_passes_a_live_pool_warns_about_a_dead_member_and_rejects_a_bad_key(caplog):
     dead = f"http://127.0.0.1:{free_port()}/v1"
 
