@@ -32,7 +32,6 @@ import asyncio
 import json
 import logging
 import os
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from typing import Any, Generic, TypeVar
 from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
 from pipelines.agents.shards import ShardConfig, usage_delta, usage_snapshot
 from pipelines.config import StrictModel
-from pipelines.io import write_json_atomic
+from pipelines.io import temporary_sibling, write_json_atomic
 from pipelines.llm.accounting import Accounting, usage_scope
 from pipelines.stage import StageError
 
@@ -178,12 +177,12 @@ class HarnessReport:
 
 
 class JsonlStream:
-    """Rows appended to a temporary sibling of ``path``; ``commit()`` renames it into place."""
+    """Rows appended to a temporary sibling of ``path``; ``commit()`` renames it into place. Opening it
+    removes the temporaries a SIGKILLed run of the stage left beside ``path``."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        fd, self._tmp = temporary_sibling(self.path)  # a killed run's leftovers removed, a plain file's mode
         self._handle = os.fdopen(fd, "w", encoding="utf-8")
         self.rows = 0
 
