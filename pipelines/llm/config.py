@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from pipelines.config import StrictModel
+from pipelines.config import StrictModel, did_you_mean
 from pipelines.llm.types import SamplingParams
 
 
@@ -230,4 +230,5 @@ class LLMConfig(StrictModel):
         valid = list(dict.fromkeys(valid))
         for role in self.roles:
             if role not in valid:
-                raise ValueError(f"unknown role {role!r} in llm.roles; valid roles: {', '.join(valid)}")
+                hint = did_you_mean(role, valid)
+                raise ValueError(f"unknown role {role!r} in llm.roles{hint}; valid roles: {', '.join(valid)}")

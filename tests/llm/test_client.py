@@ -214,7 +214,8 @@ def test_role_config_errors_name_the_fix(tmp_path):
     with pytest.raises(ValueError) as err:
         cfg.check_roles(["planner", "solver", "numerical_judge"])
     assert str(err.value) == (
-        "unknown role 'numerical_judg' in llm.roles; valid roles: planner, solver, numerical_judge"
+        "unknown role 'numerical_judg' in llm.roles (did you mean 'numerical_judge'?); "
+        "valid roles: planner, solver, numerical_judge"
     )
     cfg.check_roles(("solver", "numerical_judg"))  # all known: no error
     with pytest.raises(ValueError, match="temprature"):
