@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pipelines.io import write_json_atomic
 
 
@@ -37,10 +39,10 @@ class RoleUsage:
     latencies: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        lat = sorted(self.latencies)
+        lat = self.latencies
 
-        def pct(q: float) -> float:
-            return round(lat[min(len(lat) - 1, int(q * len(lat)))], 4) if lat else 0.0
+        def pct(q: float) -> float:  # numpy's linear interpolation (the p50 of [1, 2] is 1.5)
+            return round(float(np.percentile(lat, 100 * q)), 4) if lat else 0.0
 
         return {
             "calls": self.calls,
