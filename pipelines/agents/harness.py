@@ -38,24 +38,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from pipelines.agents.outputs import GenerationOutputs
 from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
-from pipelines.agents.shards import ShardConfig, usage_delta, usage_snapshot
-from pipelines.config import StrictModel
+from pipelines.agents.shards import ShardConfig
 from pipelines.io import temporary_sibling, write_json_atomic
-from pipelines.llm.accounting import Accounting, usage_scope
+from pipelines.llm.accounting import Accounting, usage_delta, usage_scope, usage_snapshot
 from pipelines.stage import StageError
 
 log = logging.getLogger(__name__)
 
 I = TypeVar("I")  # noqa: E741
 R = TypeVar("R")
-
-
-class GenerationOutputs(StrictModel):
-    """Where a generate stage writes (the one place an output folder is named; dvc.yaml lists the files)."""
-
-    generated_dir: str
-    reports_dir: str
 
 
 class FailureBudgetExceeded(StageError):
