@@ -129,7 +129,8 @@ def test_the_top_level_llm_is_strict_and_errors_name_its_line(tmp_path: Path) ->
     params = tmp_path / "params.yaml"
     params.write_text(text, encoding="utf-8")
     line = text.splitlines().index(next(x for x in text.splitlines() if x.startswith("  cahce:"))) + 1
-    expected = rf"params.yaml:{line}: llm.cahce: unknown key; remove it or use one of: cache, default"
+    expected = rf"params.yaml:{line}: llm.cahce: unknown key \(did you mean 'cache'\?\); remove it or use one of: "
+    expected += "cache, default"
     with pytest.raises(ConfigError, match=expected):
         load_section("tagging", TaggingConfig, params)
     params.write_text(text.replace("  cahce: x", "  roles: {planner: {sampling: {n: 2}}}"), encoding="utf-8")
