@@ -19,7 +19,7 @@ the schedule floor (:func:`greedy_rounds`: what the limiter needs when calls cos
 latency; at 50 dialogues x 3 experts each expert step is 150 calls wide, more than 128 slots, so the
 floor is 13 s against the bound's 12 s with ``joint``, 17 s against 15 s with ``separate``).
 ``datasets`` is imported before the clock starts (a process start-up cost of 2-3 s on a loaded
-2-core machine, not generation work). Measured figures: README, Benchmarks.
+2-core machine, not generation work). Measured figures: docs/benchmarks.md.
 
     python benchmarks/ram2c_throughput.py [--dialogues 50] [--concurrency 128] [--latency 1.0]
         [--candidates 3] [--vote-call per_expert|per_document] [--expert-call joint|separate]

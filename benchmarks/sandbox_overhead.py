@@ -13,6 +13,8 @@ import json
 import statistics
 import time
 
+import numpy as np
+
 from pipelines.agents.sandbox import SandboxLimits, network_namespace_available, run_python
 
 PROGRAM = """\
@@ -24,8 +26,7 @@ print(total == Fraction(49, 50) and math.isclose(float(total), 0.98))
 
 
 def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    return float(np.percentile(values, 100 * q))
 
 
 async def measure(runs: int, concurrency: int) -> dict:

@@ -10,9 +10,11 @@ what to change, e.g.::
 
 from __future__ import annotations
 
+import difflib
 import re
+import types
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -102,6 +104,37 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+ALIASES = {
+    "base_url": "base_urls",
+    "api_base": "base_urls",
+    "url": "base_urls",
+    "urls": "base_urls",
+    "api_key": "api_key_env",
+    "model_name": "model",
+    "model_path": "model",
+    "max_new_tokens": "max_tokens",
+    "concurrent": "concurrency",
+}
+"""Names other tools use for a key of ours: an unknown key that is one of them gets a "did you mean"."""
+
+
+def did_you_mean(key: str, allowed: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for an unknown ``key`` close to, or a common alias of, an allowed key."""
+    alias = ALIASES.get(key)
+    if alias in allowed:
+        return f" (did you mean {alias!r}?)"
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _shown(value: Any) -> str:
+    """A bad value as an error shows it: a whole mapping or list is left out (it is in the file)."""
+    if isinstance(value, dict | list):
+        return ""
+    text = repr(value)
+    return f" (got {text if len(text) <= 120 else text[:117] + '...'})"
+
+
 def validate_section(
     data: Any, model: type[T], *, section: str, source: str = "params.yaml", text: str | None = None
 ) -> T:
@@ -112,49 +145,101 @@ def validate_section(
         lines = _key_lines(text) if text else {}
         problems = []
         for err in exc.errors():
-            loc = tuple(str(part) for part in err["loc"])
+            loc, fields = _resolve_loc(model, tuple(str(part) for part in err["loc"]))
             dotted = ".".join((section,) + loc)
             line = _locate(lines, tuple(section.split(".")) + loc)
             where = f"{source}:{line}" if line else source
             if err["type"] == "extra_forbidden":
-                allowed = ", ".join(sorted(_fields_at(model, loc[:-1]))) or "none"
-                hint = f"unknown key; remove it or use one of: {allowed}"
+                allowed = sorted(fields or [])
+                suggestion = did_you_mean(loc[-1], allowed)
+                hint = f"unknown key{suggestion}; remove it or use one of: {', '.join(allowed) or 'none'}"
             elif err["type"] == "missing":
                 hint = "required key is missing; add it"
             else:
-                hint = f"{err['msg']} (got {err.get('input')!r}); fix the value"
+                hint = f"{err['msg']}{_shown(err.get('input'))}; fix the value"
             problems.append(f"{where}: {dotted}: {hint}")
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems))) from None
 
 
-def _fields_at(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
-    """Field names of the nested model reached by ``loc`` (best effort, for error hints)."""
+def _union_members(annotation: Any) -> list[tuple[str | None, Any]]:
+    """``(tag, member)`` of a (possibly ``Annotated``, discriminated) union; [] for anything else."""
+    if getattr(annotation, "__metadata__", None) is not None:  # Annotated[X, ...]
+        return _union_members(annotation.__args__[0])
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return []
+    members = []
+    for arg in get_args(annotation):
+        tag = next((getattr(m, "tag", None) for m in getattr(arg, "__metadata__", ()) if hasattr(m, "tag")), None)
+        member = arg.__args__[0] if getattr(arg, "__metadata__", None) is not None else arg
+        members.append((tag or _kind_of(member), member))
+    return members
+
+
+def _kind_of(member: Any) -> str | None:
+    field = getattr(member, "model_fields", {}).get("kind")
+    args = get_args(field.annotation) if field is not None else ()
+    return str(args[0]) if len(args) == 1 else None
+
+
+def _resolve_loc(model: type[BaseModel], loc: tuple[str, ...]) -> tuple[tuple[str, ...], list[str] | None]:
+    """``loc`` without pydantic's union tags (``llm.default.openai.base_url`` ->
+    ``llm.default.base_url``), and the field names of the model that holds its last key."""
     current: Any = model
+    clean: list[str] = []
     for part in loc:
-        fields = getattr(current, "model_fields", None)
-        if not fields or part not in fields:
-            return []
-        annotation = fields[part].annotation
-        current = annotation if isinstance(annotation, type) else _first_model(annotation)
-        if current is None:
-            return []
-    return list(getattr(current, "model_fields", {}))
+        members = _union_members(current)
+        if members:
+            tagged = [m for tag, m in members if part in (tag, getattr(m, "__name__", None))]
+            if tagged:  # the tag pydantic puts in the path names the member
+                current = tagged[0]
+                continue
+            models = [m for _, m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+            current = models[0] if len(models) == 1 else None
+        clean.append(part)
+        holder = current
+        model_fields = getattr(current, "model_fields", None)
+        if model_fields is not None:
+            current = model_fields[part].annotation if part in model_fields else None
+        else:
+            args = get_args(current)
+            current = args[-1] if args else None  # dict[str, X] / list[X]: the item type
+    fields = list(getattr(holder, "model_fields", {})) if clean else list(model.model_fields)
+    return tuple(clean), fields or None
 
 
-def _first_model(annotation: Any) -> type[BaseModel] | None:
-    for arg in getattr(annotation, "__args__", ()):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
-    return None
+def section_from_params(
+    params: dict[str, Any], section: str, model: type[T], *, source: str = "params.yaml", text: str | None = None
+) -> T:
+    """``section`` (dotted for nesting, e.g. ``train.sft``) of a params mapping as ``model``; its llm
+    blocks inherit the top-level ``llm`` (:mod:`pipelines.llm.shared`), which is checked first."""
+    from pipelines.llm.shared import SECTION, SharedLLMConfig, llm_paths, shared_section, with_shared_llm
+
+    node: Any = params
+    for part in section.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"{source}: section '{section}' is missing; add it (see docs/configuration.md)")
+        node = node[part]
+    if llm_paths(model) and (shared := shared_section(params)) is not None:
+        validate_section(shared, SharedLLMConfig, section=SECTION, source=source, text=text)
+        node = with_shared_llm(node, model, shared)
+    return validate_section(node, model, section=section, source=source, text=text)
 
 
 def load_section(section: str, model: type[T], params_path: Path | str = DEFAULT_PARAMS) -> T:
     """Read ``section`` (dotted for nesting, e.g. ``train.sft``) of a params file into ``model``."""
     path = Path(params_path)
-    data = read_yaml(path)
-    node: Any = data
-    for part in section.split("."):
+    return section_from_params(read_yaml(path), section, model, source=str(path), text=path.read_text("utf-8"))
+
+
+def params_key_exists(params: dict[str, Any], key: str) -> bool:
+    """Whether the dotted ``key`` (``tagging.llm.sampling.max_tokens``) names a value in ``params``;
+    a key of a section's llm block that it inherits (``tagging.llm.default``) exists when the
+    top-level ``llm`` has it."""
+    parts = key.split(".")
+    node: Any = params
+    for index, part in enumerate(parts):
         if not isinstance(node, dict) or part not in node:
-            raise ConfigError(f"{path}: section '{section}' is missing; add it (see docs/configuration.md)")
+            inherited = index > 1 and parts[index - 1] == "llm" and parts[0] != "llm"
+            return inherited and params_key_exists(params, ".".join(["llm", *parts[index:]]))
         node = node[part]
-    return validate_section(node, model, section=section, source=str(path), text=path.read_text("utf-8"))
+    return True

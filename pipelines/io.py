@@ -1,6 +1,10 @@
 """Atomic file writing: a killed stage never leaves a half-written output behind.
 
-Every writer goes to a temporary file in the same folder and ``os.replace``-s it into place.
+Every writer goes to a temporary file in the same folder (``.<name>.<random>.tmp``) and
+``os.replace``-s it into place. The file gets the mode a plain ``open(path, "w")`` would give it
+(``0o666`` less the umask; ``mkstemp`` alone makes it ``0600``, unreadable by a trainer running as
+another user), and a temporary sibling left by a writer that was SIGKILLed before this process
+started is removed when the file is written again.
 """
 
 from __future__ import annotations
@@ -8,18 +12,63 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, TextIO
+
+_STARTED = time.time()  # temporaries older than this are no writer's of this process
+
+
+def _umask() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    current = os.umask(0o022)  # no /proc: read it by setting it (and back at once)
+    os.umask(current)
+    return current
+
+
+def plain_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the process umask."""
+    return 0o666 & ~_umask()
+
+
+def remove_stale_temporaries(path: Path | str) -> list[Path]:
+    """Remove the temporary siblings of ``path`` (``.<name>.*.tmp``) that a killed writer left: those
+    last written before this process started (a writer of this process is never touched)."""
+    path = Path(path)
+    removed = []
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            if tmp.is_file() and tmp.stat().st_mtime < _STARTED:
+                tmp.unlink()
+                removed.append(tmp)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def temporary_sibling(path: Path | str) -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file beside ``path``, with the mode of a plain write; the
+    stale temporaries of ``path`` are removed first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, plain_file_mode())
+    return fd, tmp
 
 
 @contextmanager
 def atomic_open(path: Path | str, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[TextIO]:
     """Open a temporary sibling of ``path`` for writing; on success rename it onto ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temporary_sibling(path)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle

@@ -7,8 +7,10 @@ mapping with ``kind``, e.g. ``llm.default``) take the profile's mapping whole. T
 
     python -m pipelines.profiles smoke --run             # dvc exp run -S key=value ... (one experiment)
     python -m pipelines.profiles smoke --write DIR/params.yaml   # the merged params file (CI's smoke run)
+    python -m pipelines.profiles smoke served --print    # several profiles, laid over in order
 
-``--print`` shows the ``dvc exp run`` command instead of running it.
+``--print`` shows the ``dvc exp run`` command instead of running it. ``served`` is the one-line
+backend switch: the top-level ``llm`` every section inherits, on an OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -44,20 +46,31 @@ def load_profile(name: str, *, root: Path | str = ".") -> dict[str, Any]:
     return data
 
 
-def apply_profile(params: Mapping[str, Any], profile: Mapping[str, Any], *, where: str = "") -> dict[str, Any]:
-    """``params`` with ``profile`` laid over it (a new dict; inputs untouched)."""
+def apply_profile(
+    params: Mapping[str, Any], profile: Mapping[str, Any], *, where: str = "", strict: bool = True
+) -> dict[str, Any]:
+    """``params`` with ``profile`` laid over it (a new dict; inputs untouched). ``strict=False``
+    admits keys ``params`` lacks (two profiles combined before they meet params.yaml)."""
     merged = copy.deepcopy(dict(params))
     for key, value in profile.items():
         dotted = f"{where}{key}"
-        if key not in merged:
+        if key not in merged and strict:
             known = ", ".join(merged)
             raise ConfigError(f"profile key {dotted!r} is not in params.yaml; fix the profile (keys there: {known})")
-        target = merged[key]
+        target = merged.get(key)
         if isinstance(value, Mapping) and isinstance(target, Mapping) and target and "kind" not in value:
-            merged[key] = apply_profile(target, value, where=f"{dotted}.")
+            merged[key] = apply_profile(target, value, where=f"{dotted}.", strict=strict)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def combine_profiles(profiles: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """One profile with ``profiles`` laid over each other in order (a later one wins)."""
+    combined: dict[str, Any] = {}
+    for profile in profiles:
+        combined = apply_profile(combined, profile, strict=False)
+    return combined
 
 
 def _hydra_value(value: Any) -> str:
@@ -77,28 +90,49 @@ def _hydra_value(value: Any) -> str:
     return json.dumps(value)
 
 
-def set_flags(profile: Mapping[str, Any], *, where: str = "") -> list[str]:
-    """``key.path=value`` overrides for ``dvc exp run -S``, one per leaf of the profile."""
+_ABSENT = object()
+
+
+def set_flags(profile: Mapping[str, Any], params: Mapping[str, Any] | None = None, *, where: str = "") -> list[str]:
+    """``key.path=value`` overrides for ``dvc exp run -S``, one per leaf of the profile.
+
+    With ``params`` (the file DVC will change) the flags give what :func:`apply_profile` gives:
+    a key params lacks, or an empty mapping there, is added (``+key=value``); a mapping that
+    replaces one whole (a backend spec, which DVC would otherwise merge key by key, keeping e.g. a
+    transformers ``max_batch_size`` in an openai spec) is deleted and added (``~key``, ``+key=...``).
+    """
     flags: list[str] = []
     for key, value in profile.items():
-        if isinstance(value, Mapping) and value:
-            flags.extend(set_flags(value, where=f"{where}{key}."))
+        dotted = f"{where}{key}"
+        target = params.get(key, _ABSENT) if isinstance(params, Mapping) else None
+        mapping = isinstance(value, Mapping) and value
+        if params is not None and (target is _ABSENT or (isinstance(target, Mapping) and not target)):
+            flags.append(f"+{dotted}={_hydra_value(value)}")
+        elif mapping and isinstance(target, Mapping) and "kind" in value:
+            flags += [f"~{dotted}", f"+{dotted}={_hydra_value(value)}"]
+        elif mapping:
+            flags.extend(set_flags(value, target if isinstance(target, Mapping) else None, where=f"{dotted}."))
         else:
-            flags.append(f"{where}{key}={_hydra_value(value)}")
+            flags.append(f"{dotted}={_hydra_value(value)}")
     return flags
 
 
-def exp_run_command(profile: Mapping[str, Any], *, name: str | None = None) -> list[str]:
-    """The ``dvc exp run`` argv that runs one experiment with ``profile``."""
+def exp_run_command(
+    profile: Mapping[str, Any], *, name: str | None = None, params: Mapping[str, Any] | None = None
+) -> list[str]:
+    """The ``dvc exp run`` argv that runs one experiment with ``profile`` (laid over ``params``)."""
     command = ["dvc", "exp", "run"] + (["-n", name] if name else [])
-    for flag in set_flags(profile):
+    for flag in set_flags(profile, params):
         command += ["-S", flag]
     return command
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.profiles", description=__doc__.splitlines()[0])
-    parser.add_argument("profile", help="profile name (configs/profiles/<name>.yaml) or a YAML path")
+    parser.add_argument(
+        "profiles", nargs="+", metavar="profile",
+        help="profile name (configs/profiles/<name>.yaml) or a YAML path; several are laid over in order",
+    )
     parser.add_argument("--params", default="params.yaml", help="params file the profile is checked against")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", metavar="PATH", help="write the merged params file here")
@@ -106,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     action.add_argument("--print", action="store_true", help="print that command")
     args = parser.parse_args(argv)
     try:
-        profile = load_profile(args.profile)
+        profile = combine_profiles([load_profile(name) for name in args.profiles])
         params = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))
         merged = apply_profile(params, profile)
     except ConfigError as exc:
@@ -115,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         Path(args.write).write_text(yaml.safe_dump(merged, sort_keys=False, allow_unicode=True), encoding="utf-8")
         return 0
-    command = exp_run_command(profile, name=Path(args.profile).stem)
+    command = exp_run_command(profile, name="-".join(Path(name).stem for name in args.profiles), params=params)
     if args.print:
         print(shlex.join(command))
         return 0

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from pipelines.agents.shards import ShardConfig
 from pipelines.config import ConfigError, load_section
 from pipelines.io import write_json_atomic
 from pipelines.tracking import StageRun, stage_run
@@ -193,8 +194,6 @@ def run_generate_stage(
         )
 
     def body() -> int:
-        from pipelines.agents.shards import ShardConfig
-
         args, cfgs = stage_setup_sections(stage, sections, argv, add_arguments=shard_option)
         first = next(iter(sections))
         if args.shard is not None:

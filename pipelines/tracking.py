@@ -1,6 +1,8 @@
 """Experiment tracking: one W&B run per stage, offline unless the user configures W&B.
 
-``job_type`` is the stage name, ``group`` is ``DVC_EXP_NAME`` when DVC runs an experiment.
+``job_type`` is the stage name, ``group`` is ``DVC_EXP_NAME`` when DVC runs an experiment and
+``repro-<start>-<pid>`` of the ``dvc repro`` process when a plain ``dvc repro`` runs the stage (every
+stage of one repro in one group, as ``dvc exp run`` groups its stages).
 W&B runs online only when ``WANDB_API_KEY`` is set or ``WANDB_MODE`` says so; otherwise runs are
 written offline under ``wandb/`` (sync them later with ``wandb sync``). Config values whose key
 looks secret (``api_key``, ``token``, ``password``, ``secret``) or whose value equals a secret
@@ -12,7 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 log = logging.getLogger(__name__)
@@ -20,6 +24,37 @@ log = logging.getLogger(__name__)
 SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization)", re.I)
 SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.I)
 REDACTED = "***"
+
+
+def _proc_stat(pid: int) -> tuple[int, int]:
+    """(parent pid, start time in clock ticks after boot) of ``pid``, from ``/proc/<pid>/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), int(fields[19])
+
+
+def dvc_repro_group(env: dict[str, str] | None = None, *, max_depth: int = 8) -> str | None:
+    """``repro-<YYYYmmdd-HHMMSS>-<pid>`` of the ``dvc repro`` (or ``dvc exp``) process that runs this
+    stage, the same for every stage it runs; None outside DVC (no ``DVC_STAGE``) or off Linux."""
+    env = dict(os.environ) if env is None else env
+    if "DVC_STAGE" not in env:
+        return None
+    try:
+        pid = os.getppid()
+        for _ in range(max_depth):
+            if pid <= 1:
+                return None
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
+            parent, ticks = _proc_stat(pid)
+            if "dvc" in words and ("repro" in words or "exp" in words):
+                boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                            if line.startswith("btime "))
+                started = boot + ticks / os.sysconf("SC_CLK_TCK")
+                return f"repro-{time.strftime('%Y%m%d-%H%M%S', time.localtime(started))}-{pid}"
+            pid = parent
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return None
 
 
 def _secret_values() -> set[str]:
@@ -82,7 +117,8 @@ def stage_run(
 ) -> Iterator[StageRun]:
     """Open one W&B run for ``stage`` with scrubbed ``params``; tracking never breaks a stage.
 
-    ``group`` defaults to ``DVC_EXP_NAME``, ``name`` to ``<stage>-<DVC_EXP_NAME>``.
+    ``group`` defaults to ``DVC_EXP_NAME``, else the group of the ``dvc repro`` running the stage
+    (:func:`dvc_repro_group`); ``name`` to ``<stage>-<DVC_EXP_NAME>``.
 
     Set ``EDUMAS_TRACKING=0`` to switch tracking off entirely (the tests do).
     """
@@ -97,7 +133,7 @@ def stage_run(
         run = wandb.init(
             project=project or os.environ.get("WANDB_PROJECT", "edumas"),
             job_type=stage,
-            group=group or os.environ.get("DVC_EXP_NAME") or None,
+            group=group or os.environ.get("DVC_EXP_NAME") or dvc_repro_group(),
             name=name or (f"{stage}-{os.environ['DVC_EXP_NAME']}" if os.environ.get("DVC_EXP_NAME") else None),
             config=scrub(params),
             mode=wandb_mode(),

@@ -67,3 +67,40 @@ def test_distinct_names_the_repeated_values_and_why():
     expected = r"baselines must be distinct \(one row each\), got \['x', 'y', 'x'\]; repeated: x"
     with pytest.raises(ValueError, match=expected):
         distinct("baselines", ["x", "y", "x"], why="one row each")
+
+
+def test_a_common_alias_or_a_typo_gets_a_did_you_mean(tmp_path):
+    from pipelines.llm.config import LLMConfig
+
+    class Section(StrictModel):
+        llm: LLMConfig
+        concurrency: int = 1
+
+    path = write(tmp_path, "s:\n  concurency: 4\n  llm:\n    default: {kind: openai, model: m, base_url: 'http://h/v1'}\n")
+    with pytest.raises(ConfigError) as err:
+        load_section("s", Section, path)
+    message = str(err.value)
+    assert "params.yaml:2: s.concurency: unknown key (did you mean 'concurrency'?)" in message
+    # the union's tag ("openai") is not in the path, and the allowed keys are the openai backend's
+    assert "params.yaml:4: s.llm.default.base_url: unknown key (did you mean 'base_urls'?)" in message
+    assert "use one of: api_key_env," in message and ".openai." not in message
+
+
+def test_a_bad_role_name_says_which_and_does_not_dump_the_llm_section(tmp_path):
+    from pipelines.tagging.config import TaggingConfig
+
+    text = "tagging:\n  llm:\n    default: {kind: transformers, model: m}\n    roles: {planer: {sampling: {n: 2}}}\n"
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_section("tagging", TaggingConfig, path)
+    message = str(err.value)
+    assert "unknown role 'planer' in llm.roles (did you mean 'planner'?); valid roles: planner," in message
+    assert "kind" not in message and "got {" not in message  # the section itself is not repeated back
+
+
+def test_a_role_entry_without_kind_names_its_own_path(tmp_path):
+    from pipelines.tagging.config import TaggingConfig
+
+    path = write(tmp_path, "tagging:\n  llm:\n    default: {kind: transformers, model: m}\n    roles: {solver: {}}\n")
+    with pytest.raises(ConfigError, match=r"params.yaml:4: tagging.llm.roles.solver.sampling: required key is missing"):
+        load_section("tagging", TaggingConfig, path)

@@ -33,3 +33,39 @@ def test_read_jsonl_reads_a_file(tmp_path) -> None:
     path.write_text('{"id": "a"}\n{oops\n', encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{path.name}:2: not valid JSON"):
         read_jsonl(path)
+
+
+def test_atomic_writes_have_the_mode_of_a_plain_write(tmp_path) -> None:
+    import os
+    import stat
+
+    from pipelines.agents.harness import JsonlStream
+    from pipelines.io import write_json_atomic
+
+    old = os.umask(0o022)
+    try:
+        with open(tmp_path / "plain.json", "w") as handle:
+            handle.write("{}")
+        write_json_atomic(tmp_path / "atomic.json", {})
+        stream = JsonlStream(tmp_path / "rows.jsonl")
+        stream.write({"a": 1})
+        stream.commit()
+    finally:
+        os.umask(old)
+    names = ("plain.json", "atomic.json", "rows.jsonl")
+    modes = {name: stat.S_IMODE((tmp_path / name).stat().st_mode) for name in names}
+    assert modes == {"plain.json": 0o644, "atomic.json": 0o644, "rows.jsonl": 0o644}  # mkstemp alone: 0o600
+
+
+def test_stale_temporaries_go_and_a_live_writers_stay(tmp_path) -> None:
+    import os
+
+    from pipelines.io import remove_stale_temporaries
+
+    stale, live, other = (tmp_path / n for n in (".p.jsonl.abc.tmp", ".p.jsonl.def.tmp", ".q.jsonl.abc.tmp"))
+    for path in (stale, live, other):
+        path.write_text("")
+    os.utime(stale, (1_000_000_000, 1_000_000_000))  # written before this process started: a killed writer's
+    os.utime(other, (1_000_000_000, 1_000_000_000))
+    assert remove_stale_temporaries(tmp_path / "p.jsonl") == [stale]
+    assert not stale.exists() and live.exists() and other.exists()  # another file's temporaries are its own

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from pipelines.config import ConfigError, validate_section
+from pipelines.config import ConfigError, section_from_params
 from pipelines.profiles import apply_profile, exp_run_command, load_profile, set_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,9 +69,9 @@ def test_every_profile_is_valid_for_every_stage(name: str) -> None:
     models = {"build_kb": BuildKBConfig, "retrieval": RetrievalConfig, "tagging": TaggingConfig, "kgc": KGCConfig,
               "ram2c": Ram2cConfig, "evaluate": EvaluateConfig}
     for section, model in models.items():
-        validate_section(merged[section], model, section=section, source="smoke profile")
+        section_from_params(merged, section, model, source=f"{name} profile")
     for method in ("sft", "dpo"):
-        validate_section(merged["train"][method], TrainConfig, section=f"train.{method}", source=name)
+        section_from_params(merged, f"train.{method}", TrainConfig, source=f"{name} profile")
     if name == "smoke":
         assert merged["train"]["sft"]["schedule"]["max_steps"] == 1 == merged["train"]["dpo"]["schedule"]["max_steps"]
         assert merged["tagging"]["data"]["limit"] == 2 == merged["evaluate"]["tagging"]["items"]

@@ -60,3 +60,26 @@ def test_sigterm_removes_unfinished_outputs(tmp_path: Path, mode: str) -> None:
     assert "stopped by SIGTERM" in stderr
     names = sorted(path.name for path in tmp_path.iterdir())
     assert names == ["done.json", "ready"], names  # no predictions.jsonl, no .predictions.jsonl.*.tmp
+
+
+def test_a_sigkilled_stage_leaves_temporaries_that_the_next_run_removes(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), "sync"], cwd=root, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists():
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline, "the script never got ready"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # no handler runs: the temporary file stays
+    process.communicate(timeout=30)
+    (left,) = tmp_path.glob(".predictions.jsonl.*.tmp")
+    (tmp_path / "ready").unlink()
+    rerun = subprocess.run(
+        [sys.executable, "-c", SCRIPT.replace("time.sleep(60)", "pass"), str(tmp_path), "sync"], cwd=root,
+        capture_output=True, text=True, timeout=60,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert not left.exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["done.json", "predictions.jsonl", "ready"]

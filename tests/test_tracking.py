@@ -54,3 +54,41 @@ def test_offline_stage_run_logs_params_and_metrics_without_secrets(tmp_path, mon
         time.sleep(0.5)
     assert b"sk-must-never-be-logged" not in logged
     assert b"unit_stage" in logged
+
+
+def _repro(project, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    dvc = str(Path(sys.executable).parent / "dvc")
+    env = {k: v for k, v in os.environ.items() if k not in ("DVC_STAGE", "DVC_EXP_NAME")}
+    env |= {"PYTHONPATH": str(root), "DVC_NO_ANALYTICS": "1"}
+    done = subprocess.run([dvc, "repro", "--force"], cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [(project / f"{name}.txt").read_text().strip() for name in ("a", "b")]
+
+
+def test_a_plain_dvc_repro_groups_its_stages(tmp_path):
+    """Every stage of one real `dvc repro` gets one group; the next repro another; outside DVC none."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pipelines.tracking import dvc_repro_group
+
+    project = tmp_path / "repo"
+    project.mkdir()
+    subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q"], cwd=project, check=True)
+    show = f"{sys.executable} -c \"from pipelines.tracking import dvc_repro_group; print(dvc_repro_group())\""
+    (project / "dvc.yaml").write_text(
+        f"stages:\n  a:\n    cmd: {show} > a.txt\n    outs: [a.txt]\n"
+        f"  b:\n    cmd: {show} > b.txt\n    deps: [a.txt]\n    outs: [b.txt]\n"
+    )
+    first = _repro(project, tmp_path)
+    second = _repro(project, tmp_path)
+    assert first[0] == first[1] and first[0].startswith("repro-") and first[0] != "None"
+    assert second[0] == second[1] != first[0]
+    assert dvc_repro_group({}) is None  # not under DVC

@@ -32,31 +32,23 @@ import asyncio
 import json
 import logging
 import os
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from pipelines.agents.outputs import GenerationOutputs
 from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
-from pipelines.agents.shards import ShardConfig, usage_delta, usage_snapshot
-from pipelines.config import StrictModel
-from pipelines.io import write_json_atomic
-from pipelines.llm.accounting import Accounting, usage_scope
+from pipelines.agents.shards import ShardConfig
+from pipelines.io import temporary_sibling, write_json_atomic
+from pipelines.llm.accounting import Accounting, usage_delta, usage_scope, usage_snapshot
 from pipelines.stage import StageError
 
 log = logging.getLogger(__name__)
 
 I = TypeVar("I")  # noqa: E741
 R = TypeVar("R")
-
-
-class GenerationOutputs(StrictModel):
-    """Where a generate stage writes (the one place an output folder is named; dvc.yaml lists the files)."""
-
-    generated_dir: str
-    reports_dir: str
 
 
 class FailureBudgetExceeded(StageError):
@@ -178,12 +170,12 @@ class HarnessReport:
 
 
 class JsonlStream:
-    """Rows appended to a temporary sibling of ``path``; ``commit()`` renames it into place."""
+    """Rows appended to a temporary sibling of ``path``; ``commit()`` renames it into place. Opening it
+    removes the temporaries a SIGKILLed run of the stage left beside ``path``."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        fd, self._tmp = temporary_sibling(self.path)  # a killed run's leftovers removed, a plain file's mode
         self._handle = os.fdopen(fd, "w", encoding="utf-8")
         self.rows = 0
 

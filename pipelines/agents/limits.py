@@ -21,19 +21,21 @@ import asyncio
 import contextvars
 import heapq
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 
 class CallLimiter:
     """A priority semaphore: at most ``limit`` holders; lowest priority number is served first."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, *, on_release: Callable[[CallLimiter], None] | None = None):
         if limit < 1:
             raise ValueError(f"concurrency limit must be >= 1, got {limit}")
         self.limit = limit
         self.in_use = 0
         self.peak = 0
+        self.done = 0  # slots released: the LLM calls of the run that finished (cache hits hold none)
+        self.on_release = on_release  # called after each release (the runner's progress bar)
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._counter = itertools.count()
 
@@ -56,11 +58,14 @@ class CallLimiter:
 
     def release(self) -> None:
         self.in_use -= 1
+        self.done += 1
         while self._waiters and self.in_use < self.limit:
             _, _, future = heapq.heappop(self._waiters)
             if not future.done():
                 self._take()
                 future.set_result(None)
+        if self.on_release is not None:
+            self.on_release(self)
 
 
 _limiter: contextvars.ContextVar[CallLimiter | None] = contextvars.ContextVar("edumas_call_limiter", default=None)

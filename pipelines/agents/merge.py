@@ -26,14 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents.harness import GenerationOutputs, HarnessReport, SystemReport
-from pipelines.agents.shards import (
-    MANIFEST,
-    accounting_from,
-    shard_folder,
-    shared_path,
-    usage_sum,
-)
+from pipelines.agents.shards import MANIFEST, shard_folder, shared_path
 from pipelines.io import atomic_open, write_json_atomic
+from pipelines.llm.accounting import accounting_from, usage_sum
 from pipelines.stage import StageError
 
 

@@ -14,6 +14,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import hjson
+import pydantic_core
+
 from pipelines.agents.agent import ParseError
 
 VERDICT_TAG = re.compile(r"<\s*(yes|no|是|否)\s*>", re.I)
@@ -60,21 +63,26 @@ def identifier(name: str) -> str:
 
 
 def json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in a reply (fenced or bare), tolerating single quotes and trailing commas."""
+    """The first JSON object in a reply (fenced or bare): strict JSON, else read leniently by Hjson
+    (single quotes, trailing or missing commas: ``{"reply": "it's fine",}``)."""
     candidates = [body for lang, body in FENCE.findall(text) if lang.lower() in ("", "json")]
     start, end = text.find("{"), text.rfind("}")
     if start != -1 and end > start:
         candidates.append(text[start : end + 1])
     for candidate in candidates:
         candidate = candidate.strip()
-        for attempt in (candidate, re.sub(r",\s*([}\]])", r"\1", candidate.replace("'", '"'))):
+        for read in (json.loads, _lenient):
             try:
-                value = json.loads(attempt)
-            except json.JSONDecodeError:
+                value = read(candidate)
+            except (ValueError, RecursionError):  # json's and hjson's decode errors are ValueErrors
                 continue
             if isinstance(value, dict):
                 return value
     raise ParseError("no JSON object found")
+
+
+def _lenient(text: str) -> Any:
+    return hjson.loads(text, object_pairs_hook=dict)
 
 
 def code_block(text: str) -> str:
@@ -87,33 +95,11 @@ def code_block(text: str) -> str:
     raise ParseError("no code block found; expected ```python ... ```")
 
 
-def _closers(prefix: str) -> str | None:
-    """The brackets (and quote) that close a JSON prefix, or None when it is not one we can close."""
-    stack, in_string, escaped = [], False, False
-    for char in prefix:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            stack.append("}" if char == "{" else "]")
-        elif char in "}]" and (not stack or stack.pop() != char):
-            return None
-    if escaped:
-        return None
-    return ('"' if in_string else "") + "".join(reversed(stack))
-
-
 def truncated_json_objects(text: str, limit: int = 400) -> Iterator[dict[str, Any]]:
     """Objects read from a reply cut off by the length limit (a valid JSON prefix, as constrained
-    decoding writes it), longest first: each prefix that parses once its open string and brackets
-    are closed. The caller keeps the first one its schema accepts (a cut-off last item is dropped
-    by the next shorter prefix)."""
+    decoding writes it), longest first: each prefix that ``pydantic_core.from_json`` reads as a
+    partial document (its open string and brackets closed). The caller keeps the first one its
+    schema accepts (a cut-off last item is dropped by the next shorter prefix)."""
     start = text.find("{")
     if start == -1:
         return
@@ -121,13 +107,9 @@ def truncated_json_objects(text: str, limit: int = 400) -> Iterator[dict[str, An
     cuts = [len(body)] + [i + 1 for i in range(len(body) - 2, 0, -1) if body[i] in '"}]0123456789el']
     seen: list[Any] = []
     for cut in cuts[:limit]:
-        prefix = body[:cut]
-        closers = _closers(prefix)
-        if closers is None:
-            continue
-        try:
-            value = json.loads(prefix + closers)
-        except json.JSONDecodeError:
+        try:  # a prefix read as JSON with its open string and brackets closed
+            value = pydantic_core.from_json(body[:cut], allow_partial="trailing-strings")
+        except ValueError:
             continue
         if isinstance(value, dict) and value not in seen:
             seen.append(value)

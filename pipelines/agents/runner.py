@@ -143,6 +143,7 @@ class Runner:
     ):
         self.limiter = CallLimiter(concurrency)
         self.desc = desc
+        self.progress_every_s = 0.5  # the bar's LLM-call count is refreshed at most this often
         self.max_pending = max_pending or max(4 * concurrency, 16)
         self.progress = progress
 
@@ -162,6 +163,20 @@ class Runner:
         next_index = [0]
         total = total if total is not None else (len(items) if hasattr(items, "__len__") else None)
         bar = tqdm(total=total, desc=self.desc, unit="sample", disable=not self.progress)
+        shown = [0.0]
+
+        def show_calls(limiter: CallLimiter | None = None, *, force: bool = False) -> None:
+            # progress per LLM call, not only per sample: a step of long calls moves the bar's postfix
+            now = time.monotonic()
+            if bar.disable or (not force and now - shown[0] < self.progress_every_s):
+                return
+            shown[0] = now
+            postfix = {"llm_calls": self.limiter.done, "in_flight": self.limiter.in_use}
+            if report.failures:
+                postfix["failed"] = report.failures
+            bar.set_postfix(postfix, refresh=True)
+
+        self.limiter.on_release = show_calls
         # what exists before the run (libraries, configs, stores) lives on; frozen, the collector's full
         # passes skip it instead of stopping every call in flight to walk it (the outermost run only)
         froze = gc.get_freeze_count() == 0
@@ -199,8 +214,7 @@ class Runner:
             finished[index] = SampleOutcome(index, sid, result, error, trace.rows, time.perf_counter() - began)
             bar.update(1)
             deliver()
-            if error:
-                bar.set_postfix(failed=report.failures)
+            show_calls(force=bool(error))
 
         tasks: set[asyncio.Task] = set()
         try:
@@ -214,6 +228,8 @@ class Runner:
         finally:
             for task in list(tasks):
                 task.cancel()
+            show_calls(force=True)
+            self.limiter.on_release = None
             bar.close()
             if froze:
                 gc.unfreeze()

@@ -27,12 +27,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from pipelines.agents.outputs import GenerationOutputs
 from pipelines.config import StrictModel
 from pipelines.io import write_json_atomic
-from pipelines.llm.accounting import Accounting, RoleUsage
 
 MANIFEST = "shard.json"
-USAGE_FIELDS = ("calls", "cache_hits", "errors", "not_cached", "prompt_tokens", "completion_tokens")
 UNFINGERPRINTED = ("shard", "progress", "concurrency")  # top-level keys that never change results
 
 
@@ -85,8 +84,6 @@ class ShardConfig(StrictModel):
         generated, reports = root / outputs.generated_dir, root / outputs.reports_dir
         if self.active:
             generated, reports = generated / self.folder, reports / self.folder
-        from pipelines.agents.harness import GenerationOutputs
-
         return GenerationOutputs(generated_dir=str(generated), reports_dir=str(reports))
 
 
@@ -111,69 +108,6 @@ def params_fingerprint(*configs: BaseModel) -> str:
 def roundtrip(value: Any) -> Any:
     """``value`` as it reads back from JSON (what the merge sees; the run uses the same form)."""
     return json.loads(json.dumps(value, ensure_ascii=False))
-
-
-# Raw usage (every counter and every latency), so shards' usage adds up to one run's exactly.
-
-
-def _raw(usage: RoleUsage) -> dict[str, Any]:
-    return {**{f: getattr(usage, f) for f in USAGE_FIELDS}, "latencies": list(usage.latencies)}
-
-
-def usage_snapshot(accounting: Accounting) -> dict[str, Any]:
-    """``{"roles": {role: raw}, "scopes": {scope: {role: raw}}}`` of ``accounting`` now."""
-    return {
-        "roles": {r: _raw(u) for r, u in accounting.roles.items()},
-        "scopes": {s: {r: _raw(u) for r, u in roles.items()} for s, roles in accounting.scopes.items()},
-    }
-
-
-def _combine(a: dict[str, Any], b: dict[str, Any], sign: int) -> dict[str, Any]:
-    out = {f: a.get(f, 0) + sign * b.get(f, 0) for f in USAGE_FIELDS}
-    if sign > 0:
-        out["latencies"] = list(a.get("latencies", [])) + list(b.get("latencies", []))
-    else:  # b is an earlier snapshot of a: the latencies recorded since
-        out["latencies"] = list(a.get("latencies", []))[len(b.get("latencies", [])) :]
-    return out
-
-
-def _combine_tables(a: dict, b: dict, sign: int) -> dict:
-    return {k: _combine(a.get(k, {}), b.get(k, {}), sign) for k in sorted(set(a) | set(b))}
-
-
-def usage_delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    """What was recorded between two snapshots of one accounting."""
-    scopes = sorted(set(after["scopes"]) | set(before["scopes"]))
-    return {
-        "roles": _combine_tables(after["roles"], before["roles"], -1),
-        "scopes": {s: _combine_tables(after["scopes"].get(s, {}), before["scopes"].get(s, {}), -1) for s in scopes},
-    }
-
-
-def usage_sum(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"roles": {}, "scopes": {}}
-    for part in parts:
-        total["roles"] = _combine_tables(total["roles"], part["roles"], 1)
-        for scope in set(total["scopes"]) | set(part["scopes"]):
-            total["scopes"][scope] = _combine_tables(total["scopes"].get(scope, {}), part["scopes"].get(scope, {}), 1)
-    return total
-
-
-def accounting_from(raw: dict[str, Any]) -> Accounting:
-    """An :class:`Accounting` holding the raw usage (for ``report()`` and ``scope_summary()``)."""
-    accounting = Accounting()
-
-    def fill(target: RoleUsage, values: dict[str, Any]) -> None:
-        for f in USAGE_FIELDS:
-            setattr(target, f, values.get(f, 0))
-        target.latencies = list(values.get("latencies", []))
-
-    for role, values in raw["roles"].items():
-        fill(accounting.roles[role], values)
-    for scope, roles in raw["scopes"].items():
-        for role, values in roles.items():
-            fill(accounting.scopes[scope][role], values)
-    return accounting
 
 
 def write_manifest(

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from pipelines.agents.harness import GenerationOutputs
-from pipelines.agents.shards import ShardConfig
+from pipelines.agents.generation import GenerationConfig
+from pipelines.agents.outputs import GenerationOutputs
 from pipelines.config import StrictModel, distinct
 from pipelines.kgc.datasets import DatasetConfig
 from pipelines.kgc.team import TeamConfig
-from pipelines.llm.config import LLMConfig
 from pipelines.retrieval.config import EmbedderConfig
 
 Method = Literal["cooperkgc", "autokg", "chatie", "coter", "self_consistency"]
@@ -45,28 +44,17 @@ class OutputsConfig(GenerationOutputs):
     reports_dir: str = "reports/generate_kgc"
 
 
-class KGCConfig(StrictModel):
+class KGCConfig(GenerationConfig):
+    ROLES: ClassVar[tuple[str, ...]] = ROLES
     datasets: list[DatasetConfig] = Field(min_length=1)
     systems: list[Method] = Field(default_factory=lambda: ["cooperkgc", "autokg"], min_length=1)
     shots: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    output_mode: Literal["text", "json"] = "json"
     spans: Literal["sentence", "free"] = "sentence"  # json mode: spans limited to the sentence's substrings
-    concurrency: int = Field(16, ge=1)
-    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
-    llm: LLMConfig
     team: TeamConfig = TeamConfig()
     self_consistency: SelfConsistencyConfig = SelfConsistencyConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     sft: SFTConfig = SFTConfig()
     outputs: OutputsConfig = OutputsConfig()
-    shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards
-    progress: bool = True
-
-    @field_validator("llm")
-    @classmethod
-    def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
-        llm.check_roles(ROLES)
-        return llm
 
     @field_validator("shots")
     @classmethod

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import SampleTrace, to_jsonable
+from pipelines.agents.generation import run_runtime
 from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, run_systems
 from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
 from pipelines.io import read_jsonl, write_json_atomic
@@ -193,14 +194,8 @@ async def generate_kgc_async(
 ) -> dict[str, Any]:
     """Run the stage; a runtime passed in is used and left open, one made here is closed.
     ``exclude_ids``: sentence ids never evaluated (the evaluate stage's held-out run)."""
-    root = Path(root)
-    own = runtime is None
-    runtime = runtime or LLMRuntime(cfg.llm)
-    try:
-        return await _generate(cfg, root, runtime, exclude_ids=frozenset(exclude_ids))
-    finally:
-        if own:
-            await runtime.close()
+    async with run_runtime(cfg.llm, runtime) as runtime:
+        return await _generate(cfg, Path(root), runtime, exclude_ids=frozenset(exclude_ids))
 
 
 async def _generate(

@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextvars
 import json
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from pipelines.io import write_json_atomic
 
@@ -37,10 +39,10 @@ class RoleUsage:
     latencies: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        lat = sorted(self.latencies)
+        lat = self.latencies
 
-        def pct(q: float) -> float:
-            return round(lat[min(len(lat) - 1, int(q * len(lat)))], 4) if lat else 0.0
+        def pct(q: float) -> float:  # numpy's linear interpolation (the p50 of [1, 2] is 1.5)
+            return round(float(np.percentile(lat, 100 * q)), 4) if lat else 0.0
 
         return {
             "calls": self.calls,
@@ -141,3 +143,68 @@ class Accounting:
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return json.dumps(self.summary(), indent=1)
+
+
+USAGE_FIELDS = ("calls", "cache_hits", "errors", "not_cached", "prompt_tokens", "completion_tokens")
+
+# Raw usage (every counter and every latency), so shards' usage adds up to one run's exactly.
+
+
+def raw_usage(usage: RoleUsage) -> dict[str, Any]:
+    return {**{f: getattr(usage, f) for f in USAGE_FIELDS}, "latencies": list(usage.latencies)}
+
+
+def usage_snapshot(accounting: Accounting) -> dict[str, Any]:
+    """``{"roles": {role: raw}, "scopes": {scope: {role: raw}}}`` of ``accounting`` now."""
+    return {
+        "roles": {r: raw_usage(u) for r, u in accounting.roles.items()},
+        "scopes": {s: {r: raw_usage(u) for r, u in roles.items()} for s, roles in accounting.scopes.items()},
+    }
+
+
+def _combine(a: dict[str, Any], b: dict[str, Any], sign: int) -> dict[str, Any]:
+    out = {f: a.get(f, 0) + sign * b.get(f, 0) for f in USAGE_FIELDS}
+    if sign > 0:
+        out["latencies"] = list(a.get("latencies", [])) + list(b.get("latencies", []))
+    else:  # b is an earlier snapshot of a: the latencies recorded since
+        out["latencies"] = list(a.get("latencies", []))[len(b.get("latencies", [])) :]
+    return out
+
+
+def _combine_tables(a: dict, b: dict, sign: int) -> dict:
+    return {k: _combine(a.get(k, {}), b.get(k, {}), sign) for k in sorted(set(a) | set(b))}
+
+
+def usage_delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """What was recorded between two snapshots of one accounting."""
+    scopes = sorted(set(after["scopes"]) | set(before["scopes"]))
+    return {
+        "roles": _combine_tables(after["roles"], before["roles"], -1),
+        "scopes": {s: _combine_tables(after["scopes"].get(s, {}), before["scopes"].get(s, {}), -1) for s in scopes},
+    }
+
+
+def usage_sum(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {"roles": {}, "scopes": {}}
+    for part in parts:
+        total["roles"] = _combine_tables(total["roles"], part["roles"], 1)
+        for scope in set(total["scopes"]) | set(part["scopes"]):
+            total["scopes"][scope] = _combine_tables(total["scopes"].get(scope, {}), part["scopes"].get(scope, {}), 1)
+    return total
+
+
+def accounting_from(raw: dict[str, Any]) -> Accounting:
+    """An :class:`Accounting` holding the raw usage (for ``report()`` and ``scope_summary()``)."""
+    accounting = Accounting()
+
+    def fill(target: RoleUsage, values: dict[str, Any]) -> None:
+        for f in USAGE_FIELDS:
+            setattr(target, f, values.get(f, 0))
+        target.latencies = list(values.get("latencies", []))
+
+    for role, values in raw["roles"].items():
+        fill(accounting.roles[role], values)
+    for scope, roles in raw["scopes"].items():
+        for role, values in roles.items():
+            fill(accounting.scopes[scope][role], values)
+    return accounting

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from pipelines.config import StrictModel
+from pipelines.config import StrictModel, did_you_mean
 from pipelines.llm.types import SamplingParams
 
 
@@ -60,7 +60,12 @@ class OpenAIBackendConfig(_RoleSampling):
     model: str
     base_urls: list[str] = Field(min_length=1)
     api_key_env: str | None = "OPENAI_API_KEY"
-    max_concurrency: int = Field(64, ge=1)
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="requests in flight to this backend at most (None: no limit of its own; the stage's "
+        "concurrency governs). A limit that makes calls wait is warned about once",
+    )
     timeout_s: float = Field(120.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(6, ge=0)
@@ -72,6 +77,11 @@ class OpenAIBackendConfig(_RoleSampling):
     requests_per_minute: int | None = Field(None, ge=1)
     tokens_per_minute: int | None = Field(None, ge=1)
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    check_model: bool = Field(
+        True,
+        description="at start, stop unless the server's /models list holds `model` (a server that lists no "
+        "models, or answers no list, is not checked); false for servers whose list leaves out names they serve",
+    )
 
     @field_validator("base_urls")
     @classmethod
@@ -220,4 +230,5 @@ class LLMConfig(StrictModel):
         valid = list(dict.fromkeys(valid))
         for role in self.roles:
             if role not in valid:
-                raise ValueError(f"unknown role {role!r} in llm.roles; valid roles: {', '.join(valid)}")
+                hint = did_you_mean(role, valid)
+                raise ValueError(f"unknown role {role!r} in llm.roles{hint}; valid roles: {', '.join(valid)}")

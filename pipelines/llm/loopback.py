@@ -2,11 +2,13 @@
 
 It answers ``POST /v1/chat/completions`` after a fixed ``latency_s`` with ``reply(body)`` (default:
 echo the last user message), reports word-count usage (``usage=False``: none, as some servers),
-records every request body and counts requests in flight; ``require_key`` answers 401 to any
-request without ``Authorization: Bearer <require_key>``; ``max_choices`` caps the choices per reply
-(as servers that ignore ``n``). Faults are injected per request, either
-as a script consumed in order (``faults=[Fault.http(429, retry_after="1"), None, ...]``, ``None`` =
-answer normally) or as a function ``faults(index, body) -> Fault | None``:
+records every request body and counts requests in flight; ``require_key`` answers 401 to any request
+without ``Authorization: Bearer <require_key>``; ``max_choices`` caps the choices per reply (as
+servers that ignore ``n``); ``models`` lists the names served (``GET /v1/models``) and answers 404
+to a request for another, as ``vllm serve`` does (default: any name, an empty list). Faults are
+injected per request, either as a script consumed in order (``faults=[Fault.http(429,
+retry_after="1"), None, ...]``, ``None`` = answer normally) or as a function ``faults(index, body)
+-> Fault | None``:
 
 - ``Fault.http(status, message=..., retry_after=..., code=...)``: an HTTP error with an OpenAI-style
   body (``error.code`` = ``code``, default the status);
@@ -31,7 +33,7 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -96,8 +98,10 @@ class LoopbackServer:
         usage: bool = True,
         require_key: str | None = None,
         max_choices: int | None = None,
+        models: Sequence[str] | None = None,
     ):
         self.latency_s = latency_s
+        self.models = list(models) if models is not None else None  # None: any name (an empty /models list)
         self.usage = usage
         self.require_key = require_key
         self.max_choices = max_choices
@@ -139,6 +143,8 @@ class LoopbackServer:
                 self.requests.append({"body": body, "authorization": auth, "time": time.monotonic()})
             if not self._authorized(request):
                 return _error(401, "invalid api key")
+            if self.models is not None and body.get("model") not in self.models:  # as vLLM answers
+                return _error(404, f"The model `{body.get('model')}` does not exist.", code="NotFoundError")
             fault = self._next_fault(index, body)
             if fault is not None and fault.kind == "drop":
                 if request.transport is not None:
@@ -186,7 +192,8 @@ class LoopbackServer:
     async def _models(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return _error(401, "invalid api key")
-        return web.json_response({"object": "list", "data": [{"id": "loopback", "object": "model"}]})
+        served = self.models or []
+        return web.json_response({"object": "list", "data": [{"id": name, "object": "model"} for name in served]})
 
     async def start(self) -> LoopbackServer:
         app = web.Application(client_max_size=64 * 1024**2)
@@ -220,7 +227,9 @@ def _error(
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    server = LoopbackServer(latency_s=args.latency, host=args.host, port=args.port, record=not args.no_record)
+    server = LoopbackServer(
+        latency_s=args.latency, host=args.host, port=args.port, record=not args.no_record, models=args.served_model_name
+    )
     await server.start()
     print(f"READY {server.url}", flush=True)
     stop = asyncio.Event()
@@ -238,6 +247,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0 = any free port (printed on the READY line)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
     parser.add_argument("--no-record", action="store_true", help="do not keep request bodies in memory")
+    parser.add_argument(
+        "--served-model-name", nargs="+", default=None, metavar="NAME",
+        help="serve only these model names (as vllm serve does; other names get 404); default: any name",
+    )
     asyncio.run(_serve(parser.parse_args(argv)))
 
 

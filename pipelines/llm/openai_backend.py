@@ -1,21 +1,23 @@
 """Backend for any OpenAI-compatible chat server (OpenAI, GLM, DeepSeek, vLLM serve, transformers serve).
 
 Plain aiohttp (the openai SDK's per-request CPU cost is too high for thousands of calls in flight):
-one shared ``ClientSession`` whose connector holds ``max_concurrency`` connections, requests
-encoded and replies decoded with orjson. Each call::
+one shared ``ClientSession`` whose connector holds ``max_concurrency`` connections (unbounded when
+it is None, the default: the stage's ``concurrency`` is the limit), requests encoded and replies
+decoded with orjson. Each call::
 
     POST {base_url}/chat/completions   {model, messages, temperature, top_p, max_tokens, stop, seed, n,
                                         response_format (from SamplingParams.json_schema)}
 
-is bounded by ``max_concurrency``, paced by the ``requests_per_minute`` / ``tokens_per_minute``
-limits, sent to the least-loaded server of the ``base_urls`` pool and retried with exponential
-backoff and full jitter on 429, 408, 5xx, timeouts, dropped connections and malformed replies
-(``Retry-After`` is honoured up to ``max_retry_after_s``; a server asking for longer fails the
-call at once). Other 4xx, and 429s that mean a quota or billing limit (OpenAI
-``insufficient_quota``, GLM account codes), fail at once. Every failure raises :class:`LLMError`
-naming the server, the status and the server's message; the API key (read from the environment
-variable ``api_key_env``, which must be set when named) never appears in errors or logs, and a
-warning says when it would travel over plain ``http://`` to a host that is not loopback.
+is bounded by ``max_concurrency`` (a limit below what the stage sends is warned about once), paced
+by the ``requests_per_minute`` / ``tokens_per_minute`` limits, sent to the least-loaded server of
+the ``base_urls`` pool and retried with exponential backoff and full jitter on 429, 408, 5xx,
+timeouts, dropped connections and malformed replies (``Retry-After`` is honoured up to
+``max_retry_after_s``; a server asking for longer fails the call at once). Other 4xx, and 429s that
+mean a quota or billing limit (OpenAI ``insufficient_quota``, GLM account codes), fail at once.
+Every failure raises :class:`LLMError` naming the server, the status and the server's message; the
+API key (read from the environment variable ``api_key_env``, which must be set when named) never
+appears in errors or logs, and a warning says when it would travel over plain ``http://`` to a host
+that is not loopback.
 
 Structured output: ``json_schema`` is sent as ``response_format`` ``json_schema`` (with
 ``"strict": true`` where the schema meets OpenAI's strict rules); a server that refuses it gets
@@ -26,6 +28,7 @@ validates the reply).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -81,6 +84,7 @@ class OpenAIBackend:
 
     def __init__(self, spec: OpenAIBackendConfig, *, where: str = "llm.default"):
         self.spec = spec
+        self.where = where
         self.identity = f"openai:{spec.model}#{spec.structured_output}"
         self._api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         if spec.api_key_env and not self._api_key:
@@ -123,7 +127,7 @@ class OpenAIBackend:
             old, self._session = self._session, None
             old_guard, self._guard = self._guard, None
             self._loop = loop
-            self._semaphore = asyncio.Semaphore(self.spec.max_concurrency)
+            self._semaphore = asyncio.Semaphore(self.spec.max_concurrency) if self.spec.max_concurrency else None
             if old_guard is not None:
                 await old_guard.aclose()
             await _close_session(old)
@@ -140,7 +144,7 @@ class OpenAIBackend:
 
     def _session_for_loop(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency, limit_per_host=0, ttl_dns_cache=300)
+            connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency or 0, limit_per_host=0, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=self._timeout,
@@ -208,7 +212,9 @@ class OpenAIBackend:
         await self._bind_loop()
         tried: set[str] = set()
         last_error = ""
-        async with self._semaphore:
+        if self._semaphore is not None and self._semaphore.locked():
+            self._warn_capped()
+        async with self._semaphore or contextlib.nullcontext():
             # encode only once a slot is free: with thousands of calls queued, the work then overlaps the
             # network wait of the calls in flight instead of delaying the first of them
             bodies: dict[str, bytes] = {}
@@ -285,6 +291,20 @@ class OpenAIBackend:
                 log.info("%s: structured output now %s", url, mode)
             return answer
 
+    def _warn_capped(self) -> None:
+        """Once per backend: its ``max_concurrency`` is making calls wait that the stage let through."""
+        if ("capped", self.where) in _warned:
+            return
+        _warned.add(("capped", self.where))
+        log.warning(
+            "%s (%s): max_concurrency %d requests are in flight and more are waiting: the stage's concurrency "
+            "is higher than this backend's limit; raise %s.max_concurrency, or leave it out (no limit of its own)",
+            self.where,
+            self.spec.model,
+            self.spec.max_concurrency,
+            self.where,
+        )
+
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff; a server's ``Retry-After`` is a lower bound."""
         ceiling = min(self.spec.backoff_max_s, self.spec.backoff_base_s * (2**attempt))
@@ -335,8 +355,10 @@ class OpenAIBackend:
 
     async def preflight(self) -> None:
         """One cheap request (``GET /models``) per base URL, all at once, within about
-        ``connect_timeout_s``. Raises :class:`LLMError` naming the URLs when none can be reached, or
-        when a server refuses the API key; an unreachable server of a larger pool is only warned about."""
+        ``connect_timeout_s``. Raises :class:`LLMError` naming the URLs when none can be reached, when
+        a server refuses the API key, or when a server's model list lacks ``model`` (``vllm serve
+        /models/X`` serves ``/models/X``, not ``X``: every request would get 404); an unreachable
+        server of a larger pool is only warned about."""
         await self._bind_loop()
         session = self._session_for_loop()
         results = await asyncio.gather(*(self._probe(session, url) for url in self.spec.base_urls))
@@ -367,12 +389,32 @@ class OpenAIBackend:
                 f"openai backend ({self.spec.model}): {url} refused {key} (HTTP {status}: "
                 f"{self._scrub(server_message(raw))}); check the key, or set api_key_env"
             )
+        if status == 200 and self.spec.check_model:
+            served = served_models(raw)
+            if served and self.spec.model not in served:
+                raise LLMError(
+                    f"openai backend: {url} does not serve model {self.spec.model!r} ({self.where}.model); it serves "
+                    f"{', '.join(repr(m) for m in served[:10])}. Set {self.where}.model to one of them, or start the "
+                    f"server with --served-model-name {self.spec.model} (vllm serve serves a model under its path "
+                    "otherwise)"
+                )
         return None
 
     async def close(self) -> None:
         """Close the HTTP session (idempotent)."""
         session, self._session = self._session, None
         await _close_session(session)
+
+
+def served_models(raw: bytes) -> list[str]:
+    """The model ids of a ``GET /models`` reply (``{"data": [{"id": ...}]}``); [] when it holds none."""
+    try:
+        data = orjson.loads(raw).get("data")
+    except (orjson.JSONDecodeError, AttributeError):
+        return []
+    if not isinstance(data, list):
+        return []
+    return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
 
 
 async def _close_session(session: aiohttp.ClientSession | None) -> None:

@@ -7,14 +7,13 @@ section (which kinds each retrieval group reads); a group here names its retriev
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from pipelines.agents.harness import GenerationOutputs
-from pipelines.agents.shards import ShardConfig
+from pipelines.agents.generation import GenerationConfig
+from pipelines.agents.outputs import GenerationOutputs
 from pipelines.config import StrictModel
-from pipelines.llm.config import LLMConfig
 from pipelines.ram2c.scenario import load_scenario
 
 Language = Literal["en", "zh"]
@@ -133,7 +132,8 @@ class OutputsConfig(GenerationOutputs):
     llamafactory_name: str = "ram2c_preference"
 
 
-class Ram2cConfig(StrictModel):
+class Ram2cConfig(GenerationConfig):
+    ROLES: ClassVar[tuple[str, ...]] = ROLES
     sources: list[SourceConfig] = Field(default_factory=_default_sources, min_length=1)
     language: Language = "en"
     dialogues: int = Field(6, ge=1)
@@ -158,12 +158,8 @@ class Ram2cConfig(StrictModel):
     reflection: ReflectionConfig = ReflectionConfig()
     ablation: AblationConfig = AblationConfig()
     max_tokens: dict[Role, int] = {}
-    output_mode: Literal["text", "json"] = "json"
     max_attempts: int = Field(2, ge=1)
     retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
-    concurrency: int = Field(16, ge=1)
-    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
-    progress: bool = True
     gates: GateConfig = GateConfig()
     n_rewrites: int | None = Field(
         None,
@@ -172,15 +168,7 @@ class Ram2cConfig(StrictModel):
         description="rewrites of (topic, answer), one call per turn shared by the groups (None: retrieval.n_rewrites; "
         "used when the stage opens the retriever)",
     )
-    llm: LLMConfig
     outputs: OutputsConfig = OutputsConfig()
-    shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards
-
-    @field_validator("llm")
-    @classmethod
-    def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
-        llm.check_roles(ROLES)
-        return llm
 
     @model_validator(mode="after")
     def _groups_and_experts(self) -> Ram2cConfig:

@@ -136,7 +136,9 @@ class ExpertGroup:
         """Candidates for (topic, answer, current reply); the rewriter's call and the hits are traced."""
         query = f"{ctx.topic}\n{ctx.answer}\n{reply}"
         shared = {} if ctx.rewrites is None else {"rewrites": ctx.rewrites}
-        result = await self.retriever.retrieve(query, group=self.retrieval_group, top_k=self.candidates, **shared)
+        result = await self.retriever.retrieve(
+            query, group=self.retrieval_group, top_k=self.candidates, language=ctx.language, **shared
+        )
         extra = {"turn": ctx.turn, "group": self.name}
         rewrite = getattr(result, "rewrite", None)
         if rewrite is not None:

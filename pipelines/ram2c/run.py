@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.agents import SampleTrace, to_jsonable
+from pipelines.agents.generation import run_runtime
 from pipelines.agents.harness import GenerationOutputs, System, run_systems
 from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
 from pipelines.io import read_jsonl, write_jsonl_atomic
@@ -200,9 +201,7 @@ async def generate_ram2c_async(
     root = Path(root)
     check_retrieval_groups(cfg, retrieval_cfg)
     passages = [p for s in cfg.sources if s.language == cfg.language for p in load_passages(s, root)]
-    own_runtime = runtime is None
-    runtime = runtime or LLMRuntime(cfg.llm)
-    try:
+    async with run_runtime(cfg.llm, runtime) as runtime:
         await runtime.preflight()
         if retriever is None:  # the fingerprint records the rewrites used
             retrieval_cfg = team_retrieval_config(cfg, retrieval_cfg)
@@ -217,9 +216,6 @@ async def generate_ram2c_async(
         )
         fingerprint = params_fingerprint(cfg, build_cfg, retrieval_cfg)
         return await _generate(cfg, root, runtime, retriever, reranker, passages, fingerprint=fingerprint)
-    finally:
-        if own_runtime:
-            await runtime.close()
 
 
 async def _generate(

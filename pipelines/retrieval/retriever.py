@@ -32,6 +32,14 @@ from pipelines.retrieval.search_batch import SearchBatcher
 from pipelines.retrieval.store import KnowledgeStore, StoredChunk
 
 
+def with_language(where: dict | None, language: str | None) -> dict | None:
+    """A Chroma ``where`` filter that also keeps to ``language`` (``$and`` with any other condition)."""
+    if language is None:
+        return where
+    condition = {"language": language}
+    return condition if not where else {"$and": [where, condition]}
+
+
 @dataclass
 class Hit:
     """A retrieved chunk: ``scores`` has ``dense`` (best cosine), ``rrf`` and maybe ``sparse``/``rerank``;
@@ -188,8 +196,10 @@ class Retriever:
         kinds: list[str] | None = None,
         where: dict | None = None,
         top_k: int | None = None,
+        language: str | None = None,
     ) -> list[Hit]:
-        """Single-query dense retrieval (the baseline)."""
+        """Single-query dense retrieval (the baseline); ``language`` as in :meth:`retrieve`."""
+        where = with_language(where, language)
         chunks = self._ranked([query], self.kinds_for(group, kinds), top_k or self.cfg.top_k, where)[0]
         hits = [self._hit(c) for c in chunks]
         for hit in hits:
@@ -205,11 +215,15 @@ class Retriever:
         where: dict | None = None,
         top_k: int | None = None,
         rewrites: Sequence[str] | None = None,
+        language: str | None = None,
     ) -> RetrievalResult:
         """Multi-query retrieval with RRF, deduplication and optional rerank; best first.
 
         ``rewrites``: phrasings made beforehand (one rewrite call shared by several retrievals);
-        given, the rewriter is not called and the result has no rewriter record."""
+        given, the rewriter is not called and the result has no rewriter record. ``language``
+        (``en``, ``zh``): only chunks in that language (their ``language`` metadata), so an English
+        dialogue never gets a Chinese document from a bilingual knowledge base."""
+        where = with_language(where, language)
         start = time.perf_counter()
         top_k = top_k or self.cfg.top_k
         kinds = self.kinds_for(group, kinds)

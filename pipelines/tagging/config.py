@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from pipelines.agents.harness import GenerationOutputs
-from pipelines.agents.shards import ShardConfig
+from pipelines.agents.generation import GenerationConfig
+from pipelines.agents.outputs import GenerationOutputs
 from pipelines.config import StrictModel
-from pipelines.llm.config import LLMConfig
 from pipelines.tagging.baselines.embedding import EmbeddingBaselineConfig
 from pipelines.tagging.baselines.plm import PLMBaselineConfig
 from pipelines.tagging.data import TaggingDataConfig
@@ -35,32 +34,21 @@ class OutputsConfig(GenerationOutputs):
     reports_dir: str = "reports/generate_tagging"
 
 
-class TaggingConfig(StrictModel):
+class TaggingConfig(GenerationConfig):
+    ROLES: ClassVar[tuple[str, ...]] = ROLES
     data: TaggingDataConfig = TaggingDataConfig()
     split: SplitConfig = SplitConfig()
     demos: DemoConfig = DemoConfig()
     systems: list[System] = Field(default_factory=lambda: ["team", "single_llm", "embedding", "plm"], min_length=1)
-    output_mode: Literal["text", "json"] = "json"
     failure_outcome: Literal["wrong", "no", "omit"] = "wrong"  # how a failed sample is scored
-    concurrency: int = Field(16, ge=1)
-    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
-    llm: LLMConfig
     team: TeamConfig = TeamConfig()
     embedding: EmbeddingBaselineConfig = EmbeddingBaselineConfig()
     plm: PLMBaselineConfig = PLMBaselineConfig()
     sft: SFTConfig = SFTConfig()
     outputs: OutputsConfig = OutputsConfig()
-    shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards
-    progress: bool = True
 
     @field_validator("failure_outcome", mode="before")
     @classmethod
     def _yaml_no(cls, value):
         """YAML 1.1 reads an unquoted ``no`` as false; take it as the ``"no"`` outcome."""
         return "no" if value is False else value
-
-    @field_validator("llm")
-    @classmethod
-    def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
-        llm.check_roles(ROLES)
-        return llm

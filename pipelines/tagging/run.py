@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import SampleTrace
+from pipelines.agents.generation import run_runtime
 from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, run_systems
 from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
 from pipelines.io import read_jsonl, write_json_atomic
@@ -170,14 +171,8 @@ def baseline_predictions(cfg: TaggingConfig, root: Path, embed, evaluation, gene
 
 async def generate_tagging_async(cfg: TaggingConfig, root: Path | str = ".", runtime: LLMRuntime | None = None):
     """Run the stage; a runtime passed in is used and left open, one made here is closed."""
-    root = Path(root)
-    own_runtime = runtime is None
-    runtime = runtime or LLMRuntime(cfg.llm)
-    try:
-        return await _generate(cfg, root, runtime)
-    finally:
-        if own_runtime:
-            await runtime.close()
+    async with run_runtime(cfg.llm, runtime) as runtime:
+        return await _generate(cfg, Path(root), runtime)
 
 
 def _embedders(cfg: TaggingConfig, root: Path):

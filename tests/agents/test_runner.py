@@ -127,3 +127,22 @@ def test_admission_window_bounds_samples_in_flight():
 
     report = asyncio.run(Runner(2, max_pending=4, progress=False).run(range(20), worker))
     assert report.results == list(range(20)) and peak[0] <= 4
+
+
+def test_the_progress_bar_counts_llm_calls_while_a_sample_runs(capsys):
+    """A sample of many dependent calls (the tagging bar sat at 0/14 for minutes) moves the bar's postfix."""
+    seen_while_running: list[str] = []
+
+    async def worker(item, trace):
+        for _ in range(5):
+            async with call_slot():
+                await asyncio.sleep(0.01)
+        seen_while_running.append(capsys.readouterr().err)
+        return item
+
+    runner = Runner(2, desc="calls", progress=True)
+    runner.progress_every_s = 0.0
+    asyncio.run(runner.run([1], worker))
+    err = seen_while_running[0]
+    assert "0/1" in err and "llm_calls=4" in err  # before the sample finished: its calls so far
+    assert "llm_calls=5" in capsys.readouterr().err

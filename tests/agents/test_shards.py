@@ -10,16 +10,15 @@ import pytest
 
 from pipelines.agents.harness import EmptyEvaluation, GenerationOutputs, run_systems
 from pipelines.agents.merge import ShardMergeError, merge_shard_outputs
-from pipelines.agents.shards import (
-    ShardConfig,
+from pipelines.agents.shards import ShardConfig, params_fingerprint, write_manifest
+from pipelines.llm.accounting import (
+    Accounting,
     accounting_from,
-    params_fingerprint,
     usage_delta,
+    usage_scope,
     usage_snapshot,
     usage_sum,
-    write_manifest,
 )
-from pipelines.llm.accounting import Accounting, usage_scope
 from tests.agents.test_harness import Backend, systems_over
 from tests.shard_checks import assert_same_outputs
 

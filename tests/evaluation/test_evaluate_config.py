@@ -143,7 +143,7 @@ def test_the_project_params_and_dvc_stage_agree():
     )
     assert stage["metrics"] == [{f"{cfg.outputs.reports_dir}/metrics.json": {"cache": False}}]
     assert cfg.outputs.traces_dir in stage["outs"]
-    assert {"evaluate", "tagging", "kgc", "ram2c", "build_kb", "retrieval"} == set(stage["params"])
+    assert {"llm", "evaluate", "tagging", "kgc", "ram2c", "build_kb", "retrieval"} == set(stage["params"])
 
 
 def test_rows_of_the_sft_dataset_count_as_trained_on(tmp_path):

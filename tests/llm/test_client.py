@@ -214,7 +214,8 @@ def test_role_config_errors_name_the_fix(tmp_path):
     with pytest.raises(ValueError) as err:
         cfg.check_roles(["planner", "solver", "numerical_judge"])
     assert str(err.value) == (
-        "unknown role 'numerical_judg' in llm.roles; valid roles: planner, solver, numerical_judge"
+        "unknown role 'numerical_judg' in llm.roles (did you mean 'numerical_judge'?); "
+        "valid roles: planner, solver, numerical_judge"
     )
     cfg.check_roles(("solver", "numerical_judg"))  # all known: no error
     with pytest.raises(ValueError, match="temprature"):
@@ -261,3 +262,17 @@ def test_preflight_builds_every_backend_and_is_a_no_op_for_local_ones(tmp_path):
     run(runtime.preflight())
     assert len(runtime._backends) == 1
     run(runtime.close())
+
+
+def test_latency_percentiles_are_numpys():
+    """The hand-written nearest rank gave p50([1, 2]) = 2; numpy's linear interpolation gives 1.5."""
+    import numpy as np
+
+    from pipelines.llm.accounting import RoleUsage
+
+    usage = RoleUsage(latencies=[1.0, 2.0])
+    assert usage.summary()["latency_p50_s"] == 1.5
+    values = [0.3, 0.1, 0.9, 0.5, 0.7, 0.2, 1.4, 0.05, 0.6, 0.8]
+    summary = RoleUsage(latencies=values).summary()
+    assert summary["latency_p95_s"] == round(float(np.percentile(values, 95)), 4) == 1.175
+    assert RoleUsage().summary()["latency_p50_s"] == 0.0

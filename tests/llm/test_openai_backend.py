@@ -330,6 +330,39 @@ def test_concurrency_bound_is_respected():
     assert srv.count == 24 and srv.max_in_flight == 4
 
 
+def test_no_limit_of_its_own_by_default_so_a_stage_concurrency_of_128_reaches_the_server():
+    async def main():
+        async with LoopbackServer(latency_s=0.3) as srv:
+            b = backend([srv.url])  # max_concurrency left out (it was 64, capping concurrency: 128 silently)
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(128)))
+            await b.close()
+            return srv
+
+    assert OpenAIBackendConfig(kind="openai", model="m", base_urls=["http://h/v1"]).max_concurrency is None
+    srv = run(main())
+    assert srv.count == 128 and srv.max_in_flight == 128
+
+
+def test_a_max_concurrency_that_makes_calls_wait_is_warned_about_once(caplog):
+    async def main(n: int):
+        async with LoopbackServer(latency_s=0.05) as srv:
+            b = OpenAIBackend(
+                OpenAIBackendConfig(kind="openai", model="m", base_urls=[srv.url], api_key_env=None, max_concurrency=4),
+                where="tagging.llm.roles.solver",
+            )
+            await asyncio.gather(*(b.chat(HELLO, SamplingParams()) for _ in range(n)))
+            await b.close()
+
+    with caplog.at_level(logging.WARNING):
+        run(main(4))  # never more than the limit in flight: nothing to say
+        assert "max_concurrency" not in caplog.text
+        run(main(12))
+    warnings = [r.getMessage() for r in caplog.records if "max_concurrency" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "tagging.llm.roles.solver (m): max_concurrency 4" in warnings[0]
+    assert "raise tagging.llm.roles.solver.max_concurrency" in warnings[0]
+
+
 def test_pool_balances_load_across_two_servers():
     async def main():
         async with LoopbackServer(latency_s=0.02) as a, LoopbackServer(latency_s=0.02) as b_srv:
@@ -623,6 +656,44 @@ def test_preflight_names_an_unreachable_url_within_seconds():
 
     message, elapsed = run(main())
     assert dead in message and "cannot reach" in message and elapsed < 5
+
+
+def test_preflight_stops_when_the_server_serves_the_model_under_another_name():
+    """`vllm serve /models/X` serves `/models/X`: a run asking for `X` would get 404 on every call."""
+
+    async def main(served: list[str], model: str, **overrides):
+        async with LoopbackServer(models=served) as srv:
+            b = OpenAIBackend(
+                OpenAIBackendConfig(kind="openai", model=model, base_urls=[srv.url], api_key_env=None, **overrides),
+                where="llm.default",
+            )
+            try:
+                await b.preflight()
+                return None, srv
+            except LLMError as exc:
+                return str(exc), srv
+            finally:
+                await b.close()
+
+    message, srv = run(main(["/models/Qwen2.5-7B-Instruct"], "Qwen2.5-7B-Instruct"))
+    assert srv.count == 0 and message is not None
+    assert f"{srv.url} does not serve model 'Qwen2.5-7B-Instruct' (llm.default.model)" in message
+    assert "'/models/Qwen2.5-7B-Instruct'" in message and "--served-model-name Qwen2.5-7B-Instruct" in message
+    assert run(main(["Qwen2.5-7B-Instruct"], "Qwen2.5-7B-Instruct"))[0] is None  # served under its name
+    assert run(main(["/models/X"], "X", check_model=False))[0] is None  # a server whose list leaves names out
+    assert run(main(None, "anything"))[0] is None  # a server that lists no models is not checked
+
+
+def test_without_the_check_every_request_to_a_misnamed_model_fails():
+    async def main():
+        async with LoopbackServer(models=["/models/X"]) as srv:
+            b = backend([srv.url], api_key_env=None, max_retries=0, model="X")
+            with pytest.raises(LLMError) as err:
+                await b.chat(HELLO, SamplingParams())
+            await b.close()
+            return str(err.value)
+
+    assert "HTTP 404" in run(main()) and "does not exist" in run(main())
 
 
 def test_preflight_passes_a_live_pool_warns_about_a_dead_member_and_rejects_a_bad_key(caplog):

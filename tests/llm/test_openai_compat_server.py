@@ -78,6 +78,9 @@ def served_model(tmp_path_factory):
     port = _free_port()
     log_path = root / "serve.log"
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    # its /v1/models lists the models of the Hugging Face cache, never one loaded from a path: an empty
+    # cache makes that list empty (not checked), whatever this machine has cached (docs/runtime.md)
+    env["HF_HUB_CACHE"] = str(root / "empty-hf-cache")
     command = [sys.executable, "-c", SERVER_SCRIPT, model_dir, "--host", "127.0.0.1", "--port", str(port)]
     command += ["--device", "cpu", "--dtype", "float32"]
     with open(log_path, "w") as log:

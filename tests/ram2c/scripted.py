@@ -116,15 +116,17 @@ class FakeRetriever:
         self.docs = docs
         self.queries: list[tuple[str, str]] = []
         self.rewrites: list[list[str] | None] = []
+        self.languages: list[str | None] = []  # the language each retrieval kept to
         self.embedder = FakeEmbedder()
         self.rewriter = rewriter
 
     def kinds_for(self, group, kinds):
         return [f"kind-of-{group}"]
 
-    async def retrieve(self, query, *, group=None, kinds=None, where=None, top_k=None, rewrites=None):
+    async def retrieve(self, query, *, group=None, kinds=None, where=None, top_k=None, rewrites=None, language=None):
         self.queries.append((group, query))
         self.rewrites.append(rewrites)
+        self.languages.append(language)
         texts = self.docs.get(group, [])[: top_k or 5]
         scores = [{"dense": 1.0 - i / 10, "rrf": 1 / (60 + i)} for i in range(len(texts))]
         hits = [

@@ -324,3 +324,9 @@ def test_one_query_rewrite_per_turn_runs_beside_the_drafter_and_serves_every_gro
     assert dialogue.calls == 2 * (2 + 1 + 3 * 7)  # student, drafter, one rewrite, 3 groups x 7 per turn
     # depth per turn: student, drafter (rewrite beside it), 3 x 3 in the groups = 11 calls of 0.2 s
     assert wall < 2 * 11 * 0.2 + 1.5, wall
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_every_group_retrieves_in_the_dialogue_language(language):
+    _, _, _, retriever, _ = run(config(language=language), plans=[plan(language=language)])
+    assert retriever.languages == [language] * 3

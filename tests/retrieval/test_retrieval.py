@@ -130,3 +130,44 @@ def test_concurrent_retrievals_get_the_hits_they_get_alone(kb, minilm):
     assert together == alone and all(alone)
     assert queries_alone == 3 + 1 + 1 + 3 + 1  # one Chroma query per kind of each group
     assert queries_together <= queries_alone
+
+
+ENGLISH_TURNS = [  # (topic, answer, reply) as a RAM2C group queries the knowledge bases
+    ("Why does the keeper's apprentice climb the tower every night?", "To light the lamp so ships are safe.",
+     "Good! What does that tell us about his sense of duty?"),
+    ("How does the storm change the apprentice?", "He gets scared but then he is brave.",
+     "Yes, fear and courage together. Can you find a sentence that shows it?"),
+    ("What would you do if you were alone on the island?", "I would build a house and look for food.",
+     "That's practical thinking! Why would shelter come first?"),
+]
+
+
+def _languages(kb, minilm, **kwargs) -> list[str]:
+    retriever = _retriever(kb, minilm)
+
+    async def run():
+        found = []
+        for turn in ENGLISH_TURNS:
+            for group in ("teacher", "psychologist", "ethics"):
+                result = await retriever.retrieve("\n".join(turn), group=group, top_k=3, **kwargs)
+                found += [hit.metadata["language"] for hit in result]
+        return found
+
+    return asyncio.run(run())
+
+
+def test_retrieval_keeps_to_the_dialogue_language(kb, minilm):
+    unfiltered = _languages(kb, minilm)
+    assert "zh" in unfiltered  # the bilingual knowledge base answers English dialogues with Chinese documents
+    english = _languages(kb, minilm, language="en")
+    assert len(english) == len(unfiltered) and set(english) == {"en"}
+    hits = _retriever(kb, minilm).dense("学生考试前很紧张怎么办", group="psychologist", top_k=5, language="zh")
+    assert hits and {h.metadata["language"] for h in hits} == {"zh"}
+
+
+def test_a_language_joins_other_filters():
+    from pipelines.retrieval.retriever import with_language
+
+    assert with_language(None, None) is None and with_language({"category": "x"}, None) == {"category": "x"}
+    assert with_language(None, "en") == {"language": "en"}
+    assert with_language({"category": "x"}, "zh") == {"$and": [{"category": "x"}, {"language": "zh"}]}

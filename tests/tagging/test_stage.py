@@ -189,7 +189,11 @@ def test_failed_calls_over_the_budget_exit_1_after_writing_traces(tmp_path, monk
     "change, message",
     [
         ("limit: 12}", "tagging.data.limit: Input should be greater than or equal to 1 (got -3)"),
-        ("languages: [en], limit: 12}", "unknown role 'numerical_judg' in llm.roles; valid roles: planner, solver"),
+        (
+            "languages: [en], limit: 12}",
+            "unknown role 'numerical_judg' in llm.roles (did you mean 'numerical_judge'?); "
+            "valid roles: planner, solver",
+        ),
     ],
 )
 def test_empty_limits_and_unknown_roles_are_config_errors(tmp_path, capsys, change, message):

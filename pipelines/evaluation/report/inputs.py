@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.llm.config import LLMConfig, RoleSamplingConfig
+from pipelines.llm.shared import inherit, shared_section
 
 KGC_LABELS = {"cooperkgc": "CooperKGC", "autokg": "AutoKG", "chatie": "ChatIE", "coter": "CoT-ER",
               "self_consistency": "Self-consistency"}  # fmt: skip
@@ -39,11 +40,15 @@ def _short(model: str) -> str:
 
 
 def backend_specs(params: Mapping[str, Any], section: str) -> list[Any]:
-    """Every backend spec (default and per-role) of ``params[section]["llm"]``; [] without one."""
+    """Every backend spec (default and per-role) of ``params[section]["llm"]``, with what it inherits
+    from the top-level ``llm``; [] without one."""
     raw = (params.get(section) or {}).get("llm")
-    if not raw:
+    if raw is None and section in params and shared_section(dict(params)) is not None:
+        raw = {}
+    if raw is None:
         return []
-    llm = LLMConfig.model_validate(raw)
+    shared = shared_section(dict(params))
+    llm = LLMConfig.model_validate(inherit(raw, shared) if shared is not None else raw)
     return [llm.default, *[r for r in llm.roles.values() if not isinstance(r, RoleSamplingConfig)]]
 
 
