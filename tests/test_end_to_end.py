@@ -50,6 +50,7 @@ def _rows(path: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.first
 def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
     project = tmp_path / "edumas"
     _project_copy(project)

@@ -18,6 +18,7 @@ PARAMS = PROJECT / "params.yaml"
 
 
 @pytest.mark.slow
+@pytest.mark.first
 def test_offline_default_model_and_demo_kb_give_pairs(tmp_path):
     build, retrieval = build_demo_kb(tmp_path, n_rewrites=0)
     cfg = load_section("ram2c", Ram2cConfig, PARAMS)
