@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from pipelines.agents.harness import GenerationOutputs
 from pipelines.agents.shards import ShardConfig
 from pipelines.config import StrictModel
-from pipelines.llm.config import LLMConfig
+from pipelines.llm.config import BackendConfig, LLMConfig
 from pipelines.tagging.baselines.embedding import EmbeddingBaselineConfig
 from pipelines.tagging.baselines.plm import PLMBaselineConfig
 from pipelines.tagging.data import TaggingDataConfig
@@ -17,6 +17,7 @@ from pipelines.tagging.split import DemoConfig, SplitConfig
 from pipelines.tagging.team import TeamConfig
 
 System = Literal["team", "single_llm", "embedding", "plm"]
+SizeName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
 ROLES = ("planner", "solver", "semantic_judge", "numerical_judge", "single_llm")
 """The tagging team's LLM roles (``llm.roles`` may name only these)."""
 
@@ -45,6 +46,8 @@ class TaggingConfig(StrictModel):
     concurrency: int = Field(16, ge=1)
     max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
     llm: LLMConfig
+    size: SizeName = "Base"  # the Table 4 row ("Model size") that llm.default fills: the paper's Base or Large
+    sizes: dict[SizeName, BackendConfig] = {}  # more rows: the LLM systems again with this backend as llm.default
     team: TeamConfig = TeamConfig()
     embedding: EmbeddingBaselineConfig = EmbeddingBaselineConfig()
     plm: PLMBaselineConfig = PLMBaselineConfig()
@@ -64,3 +67,11 @@ class TaggingConfig(StrictModel):
     def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
         llm.check_roles(ROLES)
         return llm
+
+    @model_validator(mode="after")
+    def _sizes(self) -> TaggingConfig:
+        if self.size in self.sizes:
+            raise ValueError(f"tagging.sizes names {self.size!r}, the row of llm.default (tagging.size); rename one")
+        if self.sizes and not any(s in self.systems for s in ("team", "single_llm")):
+            raise ValueError("tagging.sizes runs the LLM systems on more backbones; add team or single_llm to systems")
+        return self

@@ -55,7 +55,11 @@ def test_embedding_baseline_top_k_as_the_paper_and_threshold(embed, one_torch_th
     assert fitted == [1, 0, 1, 0] and info["threshold"] is not None
     assert info["source"] == "fitted on 4 generation-split pairs, the generation split's own prior 0.50"
     fixed, _, used = predict(EmbeddingBaselineConfig(mode="threshold", threshold=0.99), embed, EVAL, [])
-    assert fixed == [0, 0, 0, 0] and used == {"mode": "threshold", "threshold": 0.99, "source": "embedding.threshold in params"}
+    assert fixed == [0, 0, 0, 0] and used == {
+        "mode": "threshold",
+        "threshold": 0.99,
+        "source": "embedding.threshold in params",
+    }
 
 
 def test_missing_model_folder_says_how_to_fix(tmp_path):

@@ -37,23 +37,42 @@ def grammar(schema: dict) -> object:
     return xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
 
 
+VALUES = {"first_factor": 47, "prices": [125, 30], "ratio_": 0.5}
+
+
 def default_agents():
-    """(agent, schema override or None) of every tagging agent as the default params build them, json mode."""
+    """(agent, schema override or None) of every tagging agent as the default params build them, json mode;
+    the program writer of both forms, declared and narrowed to arguments as each call is."""
     team = TaggingTeam(lambda role: None, TeamConfig(**PARAMS["team"]), mode="json")
-    narrowed = nj.program_output({"first_factor": 47, "prices": [125, 30], "ratio_": 0.5})
+    comparisons = TaggingTeam(
+        lambda role: None, TeamConfig(**{**PARAMS["team"], "program": "comparisons"}), mode="json"
+    )
     return [
         (team.planner, None),
         (team.solver, None),
         (team.semantic_judge, None),
         (team.arg_extractor, None),
         (team.program_writer, None),
-        (team.program_writer, narrowed),
+        (team.program_writer, nj.script_output(VALUES)),
+        (team.program_writer, nj.script_output({"a": 3})),
+        (comparisons.program_writer, None),
+        (comparisons.program_writer, nj.program_output(VALUES)),
         (cap_to_schema(make_single_llm()), None),
     ]
 
 
 AGENTS = default_agents()
-IDS = [a.name + ("_narrowed" if o else "") for a, o in AGENTS]
+IDS = [
+    "program_writer_" + ("python" if a.output is nj.ScriptOutput else "comparisons") + ("_narrowed" if o else "")
+    if a.name == "program_writer"
+    else a.name
+    for a, o in AGENTS
+]
+IDS[6] += "_one_scalar"
+DECODED = [(a, o) for (a, o), i in zip(AGENTS, IDS, strict=True) if i != "program_writer_python"]
+DECODED_IDS = [i for i in IDS if i != "program_writer_python"]
+"""What the backends decode with: in python form a call's schema is always narrowed (the declared
+one is only shown in the prompt and sets the cap: any print(...) line of its characters)."""
 
 
 @pytest.mark.parametrize(("agent", "output"), AGENTS, ids=IDS)
@@ -73,7 +92,8 @@ def test_caps_of_the_default_params():
         "solver": 437,
         "semantic_judge": 274,
         "arg_extractor": 330,
-        "program_writer": 335,
+        "program_writer_python": 460,  # print(...) of 448 ASCII characters: three 22-character arguments
+        "program_writer_comparisons": 335,
         "single_llm": 274,
     }
     assert PARAMS["team"]["max_constraints"] == 2
@@ -112,6 +132,32 @@ def test_narrowed_program_replies_name_only_the_variables_and_always_run():
         with contextlib.redirect_stdout(io.StringIO()) as out:
             exec(compile(code, "<program>", "exec"), namespace)  # noqa: S102 - trusted test program
         assert out.getvalue().strip() in ("True", "False")
+
+
+def test_narrowed_python_lines_name_only_the_variables_and_always_print_a_boolean():
+    model, writer = nj.script_output(VALUES), nj.make_program_writer()
+    line = "print(any(100 <= x <= 999 for x in prices) and first_factor % 10 != 0)"
+    assert writer.parse(json.dumps({"code": line}), "json", output=model).code == line
+    for bad in (
+        "print(first_number > 1)",  # undefined (the prompt's example)
+        "print(prices + 1 > 2)",  # a list in arithmetic
+        "print(first_factor)",  # not a condition: would print 47
+        "print(1 < 2)",  # about no value of the question
+        "print(first_factor / 0 > 1)",  # a literal zero divisor
+        "import os",
+    ):
+        with pytest.raises(ParseError, match="ScriptOutput: code"):
+            writer.parse(json.dumps({"code": bad}), "json", output=model)
+    schema = model.model_json_schema()
+    gr, rng, printed = grammar(schema), random.Random(2), set()
+    for _ in range(200):  # random schema-valid lines: each one runs on the arguments and prints a boolean
+        reply = random_reply(schema, rng)
+        assert _is_grammar_accept_string(gr, reply), reply
+        code = nj.checking_program(nj.NumericArgs(VALUES), writer.parse(reply, "json", output=model))
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(compile(code, "<program>", "exec"), {})  # noqa: S102 - a grammar-made program over test values
+        printed.add(out.getvalue().strip())
+    assert printed == {"True", "False"}
 
 
 def patterns(schema, found=None):
@@ -269,7 +315,7 @@ def random_reply(schema: dict, rng: random.Random, root: dict | None = None) -> 
     return json.dumps(text, ensure_ascii=False)
 
 
-@pytest.mark.parametrize(("agent", "output"), AGENTS, ids=IDS)
+@pytest.mark.parametrize(("agent", "output"), DECODED, ids=DECODED_IDS)
 def test_every_schema_valid_reply_parses(agent, output):
     """Random replies the grammar admits always parse: json mode has no unparseable reply left."""
     schema = (output or agent.output).model_json_schema()
