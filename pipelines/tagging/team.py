@@ -26,8 +26,6 @@ solution leaves the judges without one. Both count as failures.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,25 +36,16 @@ from pipelines.agents import Agent, SampleTrace
 from pipelines.agents.reply_bounds import max_reply_bytes
 from pipelines.agents.sandbox import SandboxLimits, run_python
 from pipelines.config import StrictModel
-from pipelines.tagging.agents.numerical_judge import (
-    PROGRAM_FORMS,
-    assignments,
-    checking_program,
-    make_arg_extractor,
-    make_program_writer,
-)
+from pipelines.tagging.agents.numerical_judge import make_arg_extractor, make_program_writer
 from pipelines.tagging.agents.planner import Plan, SubConstraint, make_planner
 from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.solver import make_solver
 from pipelines.tagging.agents.worked_examples import PlannerExamples, SemanticExamples, SemanticPair
 from pipelines.tagging.data import TaggingExample
+from pipelines.tagging.numerical import ConstraintOutcome, NumericalJudge
 from pipelines.tagging.split import question_key
 
 AGENTS = ("planner", "solver", "semantic_judge", "arg_extractor", "program_writer")
-NUMERICAL_COUNTS = ("checks", "no_arguments", "no_program", "programs_run", "verdicts", "no_verdict", "printed_true")
-"""Numerical sub-constraints judged; of them, without arguments (the extractor's reply never parsed)
-or without a program (the writer's); programs run in the sandbox; runs that printed True or False
-(and how many True) or no boolean (error, timeout, a kill)."""
 AgentName = Literal["planner", "solver", "semantic_judge", "arg_extractor", "program_writer"]
 NO_SOLUTION = {"en": "(no solution available)", "zh": "（没有可用的解答）"}
 WHOLE_DEFINITION = {"en": "Does the question satisfy the whole definition?", "zh": "题目是否满足整个定义？"}
@@ -93,20 +82,6 @@ class TeamConfig(StrictModel):
     def _yaml_no(cls, value: Any) -> Any:
         """YAML 1.1 reads an unquoted ``no`` as false; take it as the ``"no"`` policy."""
         return "no" if value is False else value
-
-
-@dataclass
-class ConstraintOutcome:
-    """How one sub-constraint was settled."""
-
-    kind: str
-    text: str
-    verdict: bool
-    settled_by: str
-    error: str | None = None
-    reasoning: str = ""
-    arguments: str = ""
-    program: str = ""
 
 
 @dataclass
@@ -196,8 +171,9 @@ class TaggingTeam:
         self._llm_for = llm_for
         self._plans: dict[tuple[str, str], asyncio.Future] = {}
         self.plan_truncations: dict[tuple[str, str], int] = {}
-        self.numerical_counts: Counter[str] = Counter({k: 0 for k in NUMERICAL_COUNTS})
-        self._sandbox_slots: asyncio.Semaphore | None = None
+        self.numerical_judge = NumericalJudge(
+            self.arg_extractor, self.program_writer, cfg.program, sandbox, cfg.sandbox, cfg.sandbox_concurrency
+        )
 
     def llm(self, role: str) -> Any:
         if role not in self._llms:
@@ -239,8 +215,8 @@ class TaggingTeam:
         return Plan([SubConstraint("semantic", WHOLE_DEFINITION.get(example.language, WHOLE_DEFINITION["en"]))]), 1
 
     def numerical(self) -> dict[str, int]:
-        """How the numerical sub-constraints of the run were judged (:data:`NUMERICAL_COUNTS`)."""
-        return dict(self.numerical_counts)
+        """How the numerical sub-constraints were judged (``pipelines.tagging.numerical.NUMERICAL_COUNTS``)."""
+        return dict(self.numerical_judge.counts)
 
     def truncation(self) -> dict[str, int]:
         """``{"plans", "truncated_plans", "dropped_sub_constraints"}`` over the plans made so far."""
@@ -253,8 +229,6 @@ class TaggingTeam:
 
     async def tag(self, example: TaggingExample, trace: SampleTrace) -> TeamVerdict:
         """The team's verdict on one pair; every agent's record goes to ``trace``."""
-        if self._sandbox_slots is None:
-            self._sandbox_slots = asyncio.Semaphore(self.cfg.sandbox_concurrency)
         solve_vars = {"question": example.question, "language": example.language}
         (plan, plan_failed), solved = await asyncio.gather(
             self._plan(example, trace),
@@ -272,7 +246,8 @@ class TaggingTeam:
         self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
     ) -> ConstraintOutcome:
         if constraint.kind == "numerical":
-            outcome = await self._numerical(example, solution, index, constraint, trace)
+            llm = self.llm(self.arg_extractor.role)
+            outcome = await self.numerical_judge.judge(llm, example, solution, index, constraint, trace, mode=self.mode)
             if outcome.error is None or self.cfg.failure_policy == "no":
                 return outcome
             fallback = await self._semantic(example, solution, index, constraint, trace)
@@ -310,66 +285,4 @@ class TaggingTeam:
             )
         return ConstraintOutcome(
             constraint.kind, constraint.text, False, "policy:no", error=f"semantic_judge: {record.error}"
-        )
-
-    async def _numerical(
-        self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
-    ) -> ConstraintOutcome:
-        def failed(error: str) -> ConstraintOutcome:
-            return ConstraintOutcome(constraint.kind, constraint.text, False, "policy:no", error=error)
-
-        counts = self.numerical_counts
-        counts["checks"] += 1
-        llm = self.llm(self.arg_extractor.role)
-        vars = {
-            "definition": example.definition,
-            "constraint": constraint.text,
-            "question": example.question,
-            "solution": solution,
-            "language": example.language,
-        }
-        extracted = await self.arg_extractor.run(llm, vars, tag=f"constraint-{index}", mode=self.mode)
-        trace.add(extracted, constraint_index=index, constraint=constraint)
-        if not extracted.ok:
-            counts["no_arguments"] += 1
-            return failed(f"arg_extractor: {extracted.error}")
-        variables = assignments(extracted.parsed.values)
-        narrowed = PROGRAM_FORMS[self.cfg.program][1](extracted.parsed.values) if self.mode == "json" else None
-        written = await self.program_writer.run(
-            self.llm(self.program_writer.role),
-            {
-                "definition": example.definition,
-                "question": example.question,
-                "variables": variables,
-                "constraint": constraint.text,
-                "program": self.cfg.program,
-                "language": example.language,
-            },
-            tag=f"constraint-{index}",
-            mode=self.mode,
-            output=narrowed,
-        )
-        if not written.ok:
-            counts["no_program"] += 1
-            trace.add(written, constraint_index=index, constraint=constraint)
-            return failed(f"program_writer: {written.error}")
-        code = checking_program(extracted.parsed, written.parsed)
-        async with self._sandbox_slots:
-            result = await self.sandbox(code, self.cfg.sandbox)
-        counts["programs_run"] += 1
-        sandbox = dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result.__dict__)
-        trace.add(written, constraint_index=index, constraint=constraint, code=code, sandbox=sandbox)
-        if result.verdict is None:
-            counts["no_verdict"] += 1
-            why = result.killed_reason or ("timed out" if result.timed_out else f"exit code {result.exit_code}")
-            return failed(f"sandbox: no boolean printed ({why}); stderr: {result.stderr[-300:]}")
-        counts["verdicts"] += 1
-        counts["printed_true"] += bool(result.verdict)
-        return ConstraintOutcome(
-            constraint.kind,
-            constraint.text,
-            bool(result.verdict),
-            "numerical_judge",
-            arguments=variables.replace("\n", ", "),
-            program=written.parsed.code.strip(),
         )

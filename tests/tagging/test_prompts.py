@@ -17,8 +17,9 @@ from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.single_llm import make_single_llm
 from pipelines.tagging.agents.solver import make_solver
 from pipelines.tagging.agents.worked_examples import PlannerExamples, SemanticExamples
+from pipelines.tagging.numerical import ConstraintOutcome
 from pipelines.tagging.sft import reasoned_verdict
-from pipelines.tagging.team import ConstraintOutcome, TeamVerdict
+from pipelines.tagging.team import TeamVerdict
 
 GOLDEN = Path(__file__).parent / "golden" / "prompts.json"
 DEMOS = {
