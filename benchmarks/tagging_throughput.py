@@ -41,7 +41,8 @@ DEPTH = 3
 def reply(body: dict) -> str:
     """A well-formed reply for whichever agent sent the prompt (chosen by its system message)."""
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    numbers = [int(n) for n in re.findall(r"\d+", user.split("Solution", 1)[0].split("解答", 1)[0])] or [0]
+    question = re.split(r"Question: |题目：", user, maxsplit=1)[-1]  # the numbers of the question, not the definition
+    numbers = [int(n) for n in re.findall(r"\d+", question.split("Solution", 1)[0].split("解答", 1)[0])] or [0]
     if "task planner" in system or "任务规划者" in system:
         return (
             "<semantic> Does the question ask for the operation in the definition?\n"

@@ -2,10 +2,12 @@
 questions in English and Chinese, labels computed from each question's numbers.
 
 Run from the project root: ``python data/tagging/make_demo.py``. Deterministic (seeded).
-Each row: id, knowledge_id, language, definition, question, label (1/0), rationale (a short
-reasoned verdict, used for chain-of-thought demonstrations) and meta (the numbers and the
-operation the question was built from; ``tests/tagging/test_demo_data.py`` re-checks every
-label from it). ``meta`` is never shown to a model.
+Each row: id, knowledge_id, language, definition, question, label (1/0), semantic_label (1/0:
+whether the question asks for the definition's operation or topic, its non-numerical part; a
+negative built with the wrong numbers keeps 1, one built with another operation or topic has 0),
+rationale (a short reasoned verdict, used for chain-of-thought demonstrations) and meta (the
+numbers and the operation the question was built from; ``tests/tagging/test_data.py`` re-checks
+every label from it). ``meta`` is never shown to a model.
 """
 
 import json
@@ -181,6 +183,22 @@ def label_of(kid, meta):
     raise KeyError(kid)
 
 
+SEMANTIC = {  # the operation or topic each definition asks for (its non-numerical part)
+    "mul_2d_by_1d": ("op", "mul"),
+    "add_within_100": ("op", "add"),
+    "price_three_digit": ("topic", "shopping"),
+    "combinations_le_15": ("op", "combine"),
+    "sub_with_regrouping": ("op", "sub"),
+    "div_with_remainder": ("op", "div"),
+}
+
+
+def semantic_label_of(kid, meta):
+    """Whether the question asks for the definition's operation or topic, whatever its numbers."""
+    key, wanted = SEMANTIC[kid]
+    return meta[key] == wanted
+
+
 KIND_WORDS = {
     "en": {"mul": "multiplication", "add": "addition", "sub": "subtraction", "div": "division",
            "combine": "combination-counting", "total": "total-count", "shopping": "shopping", "distance": "distance"},
@@ -212,10 +230,12 @@ def main():
                 question, meta = make(lang, kind)
                 label = int(label_of(kid, meta))
                 assert label == (kind == "pos"), (kid, kind, meta)
+                semantic = int(semantic_label_of(kid, meta))
+                assert semantic == (kind != "sem"), (kid, kind, meta)
                 rows.append({
                     "id": f"{kid}-{lang}-{n:02d}", "knowledge_id": kid, "language": lang,
                     "definition": DEFINITIONS[kid][lang], "question": question, "label": label,
-                    "rationale": rationale(kid, lang, meta, label), "meta": meta,
+                    "semantic_label": semantic, "rationale": rationale(kid, lang, meta, label), "meta": meta,
                 })
     out = Path(__file__).with_name("demo.jsonl")
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")

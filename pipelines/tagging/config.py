@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from pipelines.agents.generation import GenerationConfig
 from pipelines.agents.outputs import GenerationOutputs
 from pipelines.config import StrictModel
+from pipelines.llm.config import BackendConfig
 from pipelines.tagging.baselines.embedding import EmbeddingBaselineConfig
 from pipelines.tagging.baselines.plm import PLMBaselineConfig
 from pipelines.tagging.data import TaggingDataConfig
@@ -16,6 +17,7 @@ from pipelines.tagging.split import DemoConfig, SplitConfig
 from pipelines.tagging.team import TeamConfig
 
 System = Literal["team", "single_llm", "embedding", "plm"]
+SizeName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
 ROLES = ("planner", "solver", "semantic_judge", "numerical_judge", "single_llm")
 """The tagging team's LLM roles (``llm.roles`` may name only these)."""
 
@@ -41,6 +43,8 @@ class TaggingConfig(GenerationConfig):
     demos: DemoConfig = DemoConfig()
     systems: list[System] = Field(default_factory=lambda: ["team", "single_llm", "embedding", "plm"], min_length=1)
     failure_outcome: Literal["wrong", "no", "omit"] = "wrong"  # how a failed sample is scored
+    size: SizeName = "Base"  # the Table 4 row ("Model size") that llm.default fills: the paper's Base or Large
+    sizes: dict[SizeName, BackendConfig] = {}  # more rows: the LLM systems again with this backend as llm.default
     team: TeamConfig = TeamConfig()
     embedding: EmbeddingBaselineConfig = EmbeddingBaselineConfig()
     plm: PLMBaselineConfig = PLMBaselineConfig()
@@ -52,3 +56,11 @@ class TaggingConfig(GenerationConfig):
     def _yaml_no(cls, value):
         """YAML 1.1 reads an unquoted ``no`` as false; take it as the ``"no"`` outcome."""
         return "no" if value is False else value
+
+    @model_validator(mode="after")
+    def _sizes(self) -> TaggingConfig:
+        if self.size in self.sizes:
+            raise ValueError(f"tagging.sizes names {self.size!r}, the row of llm.default (tagging.size); rename one")
+        if self.sizes and not any(s in self.systems for s in ("team", "single_llm")):
+            raise ValueError("tagging.sizes runs the LLM systems on more backbones; add team or single_llm to systems")
+        return self

@@ -26,21 +26,23 @@ from typing import Any
 
 from pipelines.agents import SampleTrace
 from pipelines.agents.generation import run_runtime
-from pipelines.agents.harness import GenerationOutputs, HarnessReport, System, run_systems
+from pipelines.agents.harness import System, run_systems
 from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
-from pipelines.io import read_jsonl, write_json_atomic
+from pipelines.io import write_json_atomic
 from pipelines.llm.client import LLMRuntime
-from pipelines.tagging.agents.planner import PlannerExamples
 from pipelines.tagging.agents.single_llm import make_single_llm
+from pipelines.tagging.agents.worked_examples import PlannerExamples, SemanticExamples
+from pipelines.tagging.backbones import Size, backbones, check_runtime, runtime_config, sizes, system_names
 from pipelines.tagging.baselines import embedding as embedding_baseline
 from pipelines.tagging.baselines import plm as plm_baseline
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.data import TaggingExample, limit_examples, read_examples
-from pipelines.tagging.metrics import scored_metrics, scored_metrics_by_group
-from pipelines.tagging.report import backbones, write_plot, write_table
+from pipelines.tagging.results import finish_tagging
 from pipelines.tagging.sft import sft_row_for
 from pipelines.tagging.split import Demonstrations, build_demonstrations, split_examples
 from pipelines.tagging.team import TaggingTeam, TeamVerdict, cap_to_schema
+
+__all__ = ["finish_tagging", "generate_tagging", "generate_tagging_async"]
 
 log = logging.getLogger(__name__)
 LLM_SYSTEMS = ("team", "single_llm")
@@ -71,14 +73,35 @@ def demo_vars(demos: list[TaggingExample], definition: str) -> list[dict[str, An
 
 
 def team_prediction(verdict: TeamVerdict | None) -> int | None:
+    if verdict is SKIPPED:
+        return None
     return int(verdict.verdict) if verdict is not None and verdict.answered else None
 
 
-def team_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, planner_examples) -> System:
-    """The multi-agent team on both splits; its aggregate verdict is traced as a non-LLM step."""
-    team = TaggingTeam(runtime.for_role, cfg.team, demos, mode=cfg.output_mode, planner_examples=planner_examples)
+@dataclass
+class Shown:
+    """What the LLM systems are shown besides the pair: demonstrations and worked examples."""
+
+    demos: Demonstrations
+    planner: PlannerExamples
+    semantic: SemanticExamples
+
+
+def team_system(runtime: LLMRuntime, cfg: TaggingConfig, shown: Shown, size: Size) -> System:
+    """The multi-agent team (on both splits for the first size, on the evaluation split for the
+    others); its aggregate verdict is traced as a non-LLM step."""
+    team = TaggingTeam(
+        lambda role: runtime.for_role(size.role(role)),
+        cfg.team,
+        shown.demos,
+        mode=cfg.output_mode,
+        planner_examples=shown.planner,
+        semantic_pairs=shown.semantic,
+    )
 
     async def worker(sample: Sample, trace: SampleTrace) -> TeamVerdict:
+        if size.suffix and sample.split != "evaluation":
+            return SKIPPED
         verdict = await team.tag(sample.example, trace)
         correct = bool(verdict.verdict) == bool(sample.example.label)
         trace.add_result(
@@ -94,21 +117,21 @@ def team_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, 
         return verdict
 
     system = System(
-        "team",
+        size.system("team"),
         worker,
         prediction=team_prediction,
-        failed_subtasks=lambda v: v.failures if v is not None else 1,
+        failed_subtasks=lambda v: 0 if v is SKIPPED else (v.failures if v is not None else 1),
     )
-    system.team = team  # the plan truncation counts are read after the run
+    system.team = team  # its counters are read after the run
     return system
 
 
-def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrations, planner_examples) -> System:
+def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, shown: Shown, size: Size) -> System:
     """The few-shot single-LLM baseline on the evaluation split (None for a reply that never parsed)."""
     agent = make_single_llm(max_attempts=cfg.team.max_attempts, retry_temperature=cfg.team.retry_temperature)
     if cfg.output_mode == "json":
         cap_to_schema(agent)
-    llm = runtime.for_role(agent.role)
+    llm = runtime.for_role(size.role(agent.role))
 
     async def worker(sample: Sample, trace: SampleTrace) -> bool | None:
         if sample.split != "evaluation":
@@ -117,7 +140,7 @@ def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrat
         vars = {
             "definition": example.definition,
             "question": example.question,
-            "demonstrations": demo_vars(demos.for_example(example), example.definition),
+            "demonstrations": demo_vars(shown.demos.for_example(example), example.definition),
             "language": example.language,
         }
         record = await agent.run(llm, vars, tag="tag", mode=cfg.output_mode)
@@ -125,53 +148,36 @@ def single_llm_system(runtime: LLMRuntime, cfg: TaggingConfig, demos: Demonstrat
         return record.parsed.verdict if record.ok else None
 
     return System(
-        "single_llm",
+        size.system("single_llm"),
         worker,
         prediction=lambda v: None if v is None or v is SKIPPED else int(v),
         failed_subtasks=lambda v: int(v is None),
     )
 
 
-def _system_metrics(cfg: TaggingConfig, evaluation, preds, *, questions: int, usage=None, failed=0, report=None):
-    """One system's scores on the evaluation rows (``label``, ``knowledge_id``) and its counts."""
-    labels = [r["label"] for r in evaluation]
-    n = max(1, questions)
-    total = (usage or {}).get("total", {})
-    metrics = {
-        "overall": scored_metrics(labels, preds, failure_outcome=cfg.failure_outcome),
-        "per_knowledge": scored_metrics_by_group(
-            [r["knowledge_id"] for r in evaluation], labels, preds, failure_outcome=cfg.failure_outcome
-        ),
-        "questions_run": questions,
-        "llm_calls_per_question": total.get("calls", 0) / n,
-        "tokens_per_question": (total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)) / n,
-        "failed_subtasks": failed,
-    }
-    if report is not None:
-        metrics["failed_samples"] = report.failed_samples
-        metrics["unparseable"] = report.unparseable()
-    return metrics
-
-
-def baseline_predictions(cfg: TaggingConfig, root: Path, embed, evaluation, generation):
-    """Predictions and details (threshold and its source; chosen learning rate and sweep) of the
-    non-LLM systems, trained on the generation split, in ``cfg.systems`` order."""
+def baseline_predictions(cfg: TaggingConfig, root: Path, embed, evaluation, split):
+    """Predictions and details (threshold and its source, or K; chosen learning rate and sweep) of
+    the non-LLM systems, trained on the generation split, in ``cfg.systems`` order."""
     out: dict[str, list[int]] = {}
     details: dict[str, dict[str, Any]] = {}
     for system in cfg.systems:
         if system == "embedding":
-            preds, _, info = embedding_baseline.predict(cfg.embedding, embed, evaluation, generation)
-            log.info("embedding baseline: threshold %s (%s)", info["threshold"], info["source"])
-            out[system], details[system] = preds, {"threshold": info["threshold"], "threshold_source": info["source"]}
+            preds, _, info = embedding_baseline.predict(
+                cfg.embedding, embed, evaluation, split.generation, candidates=split.evaluation
+            )
+            log.info("embedding baseline: %s", info["source"])
+            out[system], details[system] = preds, info
         elif system == "plm":
             plm_cfg = cfg.plm.model_copy(update={"model": str(root / cfg.plm.model)})
-            out[system], _, details[system] = plm_baseline.train_and_predict(plm_cfg, generation, evaluation)
+            out[system], _, details[system] = plm_baseline.train_and_predict(plm_cfg, split.generation, evaluation)
     return out, details
 
 
 async def generate_tagging_async(cfg: TaggingConfig, root: Path | str = ".", runtime: LLMRuntime | None = None):
-    """Run the stage; a runtime passed in is used and left open, one made here is closed."""
-    async with run_runtime(cfg.llm, runtime) as runtime:
+    """Run the stage; a runtime passed in is used and left open, one made here is closed (with
+    ``tagging.sizes``, a runtime passed in must come from :func:`pipelines.tagging.backbones.runtime_config`)."""
+    async with run_runtime(runtime_config(cfg), runtime) as runtime:
+        check_runtime(cfg, runtime)
         return await _generate(cfg, Path(root), runtime)
 
 
@@ -200,8 +206,12 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         limit_examples(split.generation, cfg.split.generation_limit, cfg.split.seed) if "team" in llm_systems else []
     )
     embed, demo_embed = _embedders(cfg, root)
-    demos = build_demonstrations(split.generation, cfg.demos, root=root, embed=demo_embed)
-    planner_examples = PlannerExamples(k=2, strategy=cfg.demos.strategy, seed=cfg.demos.seed, embed=demo_embed)
+    chooser = {"strategy": cfg.demos.strategy, "seed": cfg.demos.seed, "embed": demo_embed}
+    shown = Shown(
+        build_demonstrations(split.generation, cfg.demos, root=root, embed=demo_embed, held_out=split.evaluation),
+        PlannerExamples(k=cfg.demos.k, **chooser),
+        SemanticExamples(**chooser),
+    )
     log.info(
         "tagging: %d pairs read; split by %s: %d generation (%d run by the team for SFT), %d evaluation (%d evaluated)",
         len(examples),
@@ -213,11 +223,11 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
     )
     outputs = cfg.shard.outputs(cfg.outputs, root)
     write_json_atomic(Path(outputs.generated_dir) / "split.json", split.record())
-    fixed, details = baseline_predictions(cfg, root, embed, evaluation, split.generation)
+    fixed, details = baseline_predictions(cfg, root, embed, evaluation, split)
     samples = [Sample(e, "evaluation") for e in evaluation] + [Sample(e, "generation") for e in generation_run]
     padded = {name: list(values) + [None] * len(generation_run) for name, values in fixed.items()}
     makers = {"team": team_system, "single_llm": single_llm_system}
-    systems = [makers[name](runtime, cfg, demos, planner_examples) for name in llm_systems]
+    systems = [makers[name](runtime, cfg, shown, size) for size in sizes(cfg) for name in llm_systems]
     teacher = runtime.spec_for("semantic_judge").model if "team" in llm_systems else ""
 
     def prediction_row(sample: Sample, preds: dict[str, Any]) -> dict[str, Any]:
@@ -255,7 +265,7 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         prediction_row=prediction_row,
         exports={"sft.jsonl": sft},
         fixed_predictions=padded,
-        order=cfg.systems,
+        order=system_names(cfg),
         concurrency=cfg.concurrency,
         max_failed_share=cfg.max_failed_share,
         progress=cfg.progress,
@@ -263,7 +273,6 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         shard=cfg.shard,
         shard_group=lambda s: (s.example.definition, s.example.language),  # the team plans once per concept
     )
-    team = next((s.team for s in systems if s.name == "team"), None)
     record = split.record()
     context = {
         "n_pairs": len(examples),
@@ -272,7 +281,11 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         "details": details,
         "backbones": backbones(cfg, runtime),
     }
-    counters = {"plan_truncation": team.truncation()} if team is not None else {}
+    counters = {
+        s.name: {"plan_truncation": s.team.truncation(), "numerical": s.team.numerical()}
+        for s in systems
+        if hasattr(s, "team")
+    }
     metrics = finish_tagging(cfg, outputs, report, context=roundtrip(context), counters=roundtrip(counters))
     write_manifest(
         cfg.shard,
@@ -283,59 +296,6 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         counters=counters,
         shared=["=generated:split.json"],
     )
-    return metrics
-
-
-def finish_tagging(
-    cfg: TaggingConfig, outputs: GenerationOutputs, report: HarnessReport, *, context: dict, counters: dict
-) -> dict[str, Any]:
-    """Metrics from ``<generated_dir>/predictions.jsonl`` (its evaluation rows), the harness counts,
-    ``context`` (pairs, split, pool, baseline details, backbones) and ``counters`` (the team's plan
-    truncation); writes ``table.md`` and ``metrics.png``. A run and the shard merge both call it."""
-    rows = read_jsonl(Path(outputs.generated_dir) / "predictions.jsonl")
-    evaluation = [r for r in rows if r["split"] == "evaluation"]
-    n_eval, n_gen = len(evaluation), len(rows) - len(evaluation)
-    metrics_by_system = {}
-    for name in cfg.systems:
-        preds = [r["predictions"].get(name) for r in evaluation]
-        if name in report.systems:
-            system = report.systems[name]
-            metrics_by_system[name] = _system_metrics(
-                cfg,
-                evaluation,
-                preds,
-                questions=n_eval + (n_gen if name == "team" else 0),
-                usage=system.usage,
-                failed=system.failed_subtasks,
-                report=system,
-            )
-        else:
-            metrics_by_system[name] = _system_metrics(cfg, evaluation, preds, questions=n_eval)
-        metrics_by_system[name].update(context["details"].get(name, {}))
-        if name == "team" and counters:
-            metrics_by_system[name]["plan_truncation"] = counters["plan_truncation"]
-        metrics_by_system[name]["backbone"] = context["backbones"].get(name, "")
-    metrics = {
-        "n_pairs": context["n_pairs"],
-        "split": context["split"],
-        "n_demonstration_pool": context["n_demonstration_pool"],
-        "n_evaluated": n_eval,
-        "n_generation_run": n_gen,
-        "sft_rows": report.written.get("sft.jsonl", 0),
-        "output_mode": cfg.output_mode,
-        "failure_outcome": cfg.failure_outcome,
-        "failed_samples": report.failed_samples,
-        "systems": metrics_by_system,
-    }
-    note = (
-        f"{n_eval} evaluated pairs (evaluation split) from `{cfg.data.path}`; the split by {cfg.split.by} "
-        f"keeps {context['n_demonstration_pool']} generation pairs (demonstrations, baseline training, and "
-        f"{n_gen} run by the team for SFT rows). Scores in %; failed samples count as "
-        f"{ {'wrong': 'wrong', 'no': 'No', 'omit': 'left out'}[cfg.failure_outcome] }; coverage = answered / evaluated."
-    )
-    reports_dir = Path(outputs.reports_dir)
-    write_table(reports_dir / "table.md", metrics_by_system, title="Knowledge tagging (Table 4 layout)", note=note)
-    write_plot(reports_dir / "metrics.png", metrics_by_system)
     return metrics
 
 

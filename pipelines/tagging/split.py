@@ -3,12 +3,16 @@
 - :func:`split_examples`: rows go to a *generation* split (the team runs on it to make SFT rows;
   demonstrations and the trained baselines come from it) or a held-out *evaluation* split (the
   only rows scored), by row (stratified by label and concept) or by concept (whole knowledge ids,
-  every language of an id on one side). :meth:`Split.record` is what ``split.json`` and the
+  every language of an id on one side). Rows with the same question text (:func:`question_key`:
+  blanks collapsed, case folded) always go to the same side, so an evaluated question is never
+  in the generation split (a data set may repeat a row, or pair one question with several
+  definitions, as MathFish does). :meth:`Split.record` is what ``split.json`` and the
   prediction/SFT rows record, so the data card can tell which rows fed SFT.
 - :func:`build_demonstrations`: each concept's pool is up to ``pool_per_concept`` of its own
   generation rows; a concept with fewer (a MathFish-style file has one or two rows per standard)
-  is topped up from other concepts' generation rows or from a separate labelled file, so every
-  question is shown ``k`` demonstrations, labels alternating, never itself.
+  is topped up from other concepts' generation rows or from a separate labelled file (less the
+  rows whose question text is held out), so every question is shown ``k`` demonstrations, labels
+  alternating, never its own question text.
 """
 
 from __future__ import annotations
@@ -62,28 +66,63 @@ def _key(seed: int, text: str) -> str:
     return hashlib.sha256(f"{seed}:{text}".encode()).hexdigest()
 
 
+def question_key(text: str) -> str:
+    """The question text as the split compares it: blanks collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+def _groups(examples: list[TaggingExample], by: str) -> list[list[TaggingExample]]:
+    """Rows that must stay on one side, in input order: those sharing a question text, and (by
+    concept) those sharing a knowledge id, joined transitively."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(node: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for e in examples:
+        if by == "concept":
+            parent[find(("q", question_key(e.question)))] = find(("k", e.knowledge_id))
+        else:
+            find(("q", question_key(e.question)))
+    groups: dict[tuple[str, str], list[TaggingExample]] = defaultdict(list)
+    for e in examples:
+        groups[find(("q", question_key(e.question)))].append(e)
+    return list(groups.values())
+
+
 def split_examples(examples: list[TaggingExample], cfg: SplitConfig) -> Split:
     """Split ``examples`` (kept in input order on each side); raises :class:`EmptyEvaluationSplit`."""
     if not examples:
         raise EmptyEvaluationSplit("no tagging rows were read; check tagging.data.path and its filters")
+    groups = _groups(examples, cfg.by)
+    in_eval: set[str] = set()
     if cfg.by == "concept":
-        kids = sorted({e.knowledge_id for e in examples}, key=lambda k: _key(cfg.seed, k))
-        counts = defaultdict(int)
-        for e in examples:
-            counts[e.knowledge_id] += 1
-        target, taken, chosen = round(cfg.evaluation_share * len(examples)), 0, set()
-        for kid in kids:
+        groups.sort(key=lambda g: _key(cfg.seed, min(e.knowledge_id for e in g)))
+        target, taken = round(cfg.evaluation_share * len(examples)), 0
+        for group in groups:
             if taken >= target:
                 break
-            chosen.add(kid)
-            taken += counts[kid]
-        in_eval = {e.id for e in examples if e.knowledge_id in chosen}
+            in_eval.update(e.id for e in group)
+            taken += len(group)
     else:
-        # label-major order, rows of one concept together, seeded order inside: taking every row
-        # where round(i * share) steps up spreads each (label, concept) group over both sides
-        ordered = sorted(examples, key=lambda e: (e.label, e.knowledge_id, e.language, _key(cfg.seed, e.id)))
-        share = cfg.evaluation_share
-        in_eval = {e.id for i, e in enumerate(ordered) if round((i + 1) * share) > round(i * share)}
+        # label-major order, rows of one concept together, seeded order inside; a group goes to the
+        # evaluation side when that keeps the evaluated count nearest share x rows seen, which
+        # spreads each (label, concept) group over both sides (one row per group: every row where
+        # round(i * share) steps up)
+        def order(group: list[TaggingExample]) -> tuple:
+            first = group[0]
+            return sorted(e.label for e in group), first.knowledge_id, first.language, _key(cfg.seed, first.id)
+
+        groups.sort(key=order)
+        seen = taken = 0
+        for group in groups:
+            seen += len(group)
+            if taken + len(group) / 2 <= seen * cfg.evaluation_share:
+                in_eval.update(e.id for e in group)
+                taken += len(group)
     split = Split([e for e in examples if e.id not in in_eval], [e for e in examples if e.id in in_eval], cfg)
     if not split.evaluation:
         raise EmptyEvaluationSplit(
@@ -126,7 +165,7 @@ class Demonstrations:
         self.pools = {c: _balanced(v)[: cfg.pool_per_concept] for c, v in sorted(by_concept.items())}
         self.fallback = sorted(fallback, key=lambda r: _key(cfg.seed, r.id))
         rng.shuffle(self.fallback)
-        self._cache: dict[tuple[str, str], list[TaggingExample]] = {}
+        self._cache: dict[tuple[str, str], tuple[list[TaggingExample], list[TaggingExample]]] = {}
 
     def _ranked(self, definition: str, rows: list[TaggingExample]) -> list[TaggingExample]:
         if self.cfg.strategy != "nearest" or not rows:
@@ -138,8 +177,9 @@ class Demonstrations:
         scores = vectors[1:] @ vectors[0] / (norms[1:] * norms[0])
         return [rows[i] for i in np.argsort(-scores, kind="stable")]
 
-    def candidates(self, example: TaggingExample) -> list[TaggingExample]:
-        """The concept's ordered candidates (k + 1, so one can be dropped when it is the example)."""
+    def candidates(self, example: TaggingExample) -> tuple[list[TaggingExample], list[TaggingExample]]:
+        """The concept's ordered positive and negative candidates (``k + 1`` of each, so the
+        example's own question can be dropped and ``k`` still alternate)."""
         concept = example.concept
         if concept not in self._cache:
             own = self._ranked(example.definition, self.pools.get(concept, []))
@@ -149,27 +189,44 @@ class Demonstrations:
                 extra = self._ranked(example.definition, others)
             pos = [r for r in own + extra if r.label == 1]
             neg = [r for r in own + extra if r.label == 0]
-            self._cache[concept] = _balanced(pos[: self.cfg.k + 1] + neg[: self.cfg.k + 1])[: self.cfg.k + 1]
+            self._cache[concept] = (pos[: self.cfg.k + 1], neg[: self.cfg.k + 1])
         return self._cache[concept]
 
     def for_example(self, example: TaggingExample) -> list[TaggingExample]:
-        return [d for d in self.candidates(example) if d.id != example.id][: self.cfg.k]
+        """``k`` demonstrations, labels alternating (positive first), none with the example's own question text."""
+        own = question_key(example.question)
+        pos, neg = ([d for d in rows if question_key(d.question) != own] for rows in self.candidates(example))
+        return _balanced(pos + neg)[: self.cfg.k]
+
+    def own_pool(self, example: TaggingExample) -> list[TaggingExample]:
+        """The concept's own pool (ranked like the demonstrations), less the example's question text."""
+        own = question_key(example.question)
+        rows = self._ranked(example.definition, self.pools.get(example.concept, []))
+        return [d for d in rows if question_key(d.question) != own]
 
     def pool_rows(self) -> list[TaggingExample]:
         return [r for pool in self.pools.values() for r in pool]
 
 
 def build_demonstrations(
-    generation: list[TaggingExample], cfg: DemoConfig, *, root: Path | str = ".", embed=None
+    generation: list[TaggingExample],
+    cfg: DemoConfig,
+    *,
+    root: Path | str = ".",
+    embed=None,
+    held_out: list[TaggingExample] = (),
 ) -> Demonstrations:
     """Pools from the generation split; the fallback is the generation split itself (other
-    concepts) or the rows of ``cfg.file``. ``embed(list[str]) -> array`` for ``strategy: nearest``."""
+    concepts) or the rows of ``cfg.file``, less any row whose question text is in ``held_out``
+    (the evaluation split). ``embed(list[str]) -> array`` for ``strategy: nearest``."""
     if cfg.fallback == "file":
         if cfg.file is None:
             raise ValueError("tagging.demos.fallback is 'file' but tagging.demos.file is not set")
         fallback = read_examples(cfg.file, root)
     else:
         fallback = list(generation) if cfg.fallback == "other_concepts" else []
+    hidden = {question_key(e.question) for e in held_out}
+    fallback = [r for r in fallback if question_key(r.question) not in hidden]
     if cfg.strategy == "nearest" and embed is None:
         raise ValueError("tagging.demos.strategy 'nearest' needs an embedder (demos.embedding_model)")
     return Demonstrations(generation, fallback, cfg, embed)

@@ -9,22 +9,23 @@ The planner and the solver run concurrently; judges of different sub-constraints
 concurrently. The plan depends on the definition alone, so it is made once per (definition,
 language) and shared by every question of that concept; a plan call that fails with an LLM error
 is tried again up to ``plan_attempts`` times and never shared, so the next question tries anew.
-The semantic judge's demonstrations carry labels of the semantic part only: a positive row is a
-Yes, a negative row is shown only when its ``semantic_label`` is known (a negative may fail only a
-numerical requirement). A verdict is *unanswered* (``TeamVerdict.answered`` False) when it hangs
-on a failed sub-task: no judged sub-constraint says No and a failed one was set to No.
-A failed sub-task (a reply that never parsed, an LLM error, a sandbox error or timeout, a
-program printing no boolean) is counted,
-traced and settled by ``failure_policy``: ``no`` (the sub-constraint fails) or ``semantic``
-(a failed numerical check is re-judged by the semantic judge; if that fails too, No).
-A failed plan falls back to the whole definition as one semantic sub-constraint; a failed
+The semantic judge sees a positive and a negative example (:func:`semantic_examples`): the
+concept's own rows where their semantic label is known, else the shipped judged sub-constraints.
+The numerical judge extracts the arguments, writes a program over them (``program``: a line of
+Python in json mode by default, or JSON comparisons) and runs it in the sandbox; how each check
+went is counted (:meth:`TaggingTeam.numerical`). A verdict is *unanswered*
+(``TeamVerdict.answered`` False) when it hangs on a failed sub-task: no judged sub-constraint
+says No and a failed one was set to No. A failed sub-task (a reply that never parsed, an LLM
+error, a sandbox error or timeout, a program printing no boolean) is counted, traced and settled
+by ``failure_policy``: ``no`` (the sub-constraint fails) or ``semantic`` (a failed numerical
+check is re-judged by the semantic judge; if that fails too, No). A failed plan falls back to the
+whole definition as one semantic sub-constraint; a failed
 solution leaves the judges without one. Both count as failures.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,17 +36,14 @@ from pipelines.agents import Agent, SampleTrace
 from pipelines.agents.reply_bounds import max_reply_bytes
 from pipelines.agents.sandbox import SandboxLimits, run_python
 from pipelines.config import StrictModel
-from pipelines.tagging.agents.numerical_judge import (
-    assignments,
-    checking_program,
-    make_arg_extractor,
-    make_program_writer,
-    program_output,
-)
-from pipelines.tagging.agents.planner import Plan, PlannerExamples, SubConstraint, make_planner
+from pipelines.tagging.agents.numerical_judge import make_arg_extractor, make_program_writer
+from pipelines.tagging.agents.planner import Plan, SubConstraint, make_planner
 from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.solver import make_solver
+from pipelines.tagging.agents.worked_examples import PlannerExamples, SemanticExamples, SemanticPair
 from pipelines.tagging.data import TaggingExample
+from pipelines.tagging.numerical import ConstraintOutcome, NumericalJudge
+from pipelines.tagging.split import question_key
 
 AGENTS = ("planner", "solver", "semantic_judge", "arg_extractor", "program_writer")
 AgentName = Literal["planner", "solver", "semantic_judge", "arg_extractor", "program_writer"]
@@ -68,6 +66,7 @@ class TeamConfig(StrictModel):
     """How the team runs (see the module docstring)."""
 
     failure_policy: Literal["no", "semantic"] = "no"
+    program: Literal["python", "comparisons"] = "python"  # the program writer's json-mode reply
     max_attempts: int = Field(2, ge=1)
     retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
     max_constraints: int = Field(5, ge=1)
@@ -83,20 +82,6 @@ class TeamConfig(StrictModel):
     def _yaml_no(cls, value: Any) -> Any:
         """YAML 1.1 reads an unquoted ``no`` as false; take it as the ``"no"`` policy."""
         return "no" if value is False else value
-
-
-@dataclass
-class ConstraintOutcome:
-    """How one sub-constraint was settled."""
-
-    kind: str
-    text: str
-    verdict: bool
-    settled_by: str
-    error: str | None = None
-    reasoning: str = ""
-    arguments: str = ""
-    program: str = ""
 
 
 @dataclass
@@ -130,19 +115,27 @@ def cap_to_schema(agent: Agent) -> Agent:
     return agent
 
 
-def semantic_demonstrations(demos: list[TaggingExample], definition: str) -> list[dict[str, Any]]:
-    """Template variables of the semantic judge's demonstrations: the semantic label only (a
-    positive row is Yes; a negative one only with a known ``semantic_label``); a demonstration
-    from another concept shows its own definition."""
+def semantic_examples(own: list[TaggingExample], shipped: SemanticPair | None, definition: str) -> list[dict[str, Any]]:
+    """Template variables of the semantic judge's two examples, a positive then a negative. Each
+    comes from the concept's own rows where one has that semantic label (a positive row is Yes; a
+    negative row only with ``semantic_label`` 0 is No, since a negative may fail only a numerical
+    requirement), else from ``shipped`` (a judged sub-constraint of ``semantic_examples.jsonl``,
+    shown with its reasoning, after its definition and sub-constraint, said once for the pair)."""
+    semantic = [(d, 1 if d.label == 1 else d.semantic_label) for d in own]
     out = []
-    for d in demos:
-        label = 1 if d.label == 1 else d.semantic_label
-        if label is None:
-            continue
-        shown = {"question": d.question, "label": label}
-        if d.definition != definition:
-            shown["definition"] = d.definition
-        out.append(shown)
+    for wanted in (1, 0):
+        row = next((d for d, label in semantic if label == wanted), None)
+        if row is not None:
+            shown = {"question": row.question, "label": wanted}
+            if row.definition != definition:
+                shown["definition"] = row.definition
+            out.append(shown)
+        elif shipped is not None:
+            judged = shipped.positive if wanted else shipped.negative
+            shown = {"question": judged.question, "label": judged.label, "reasoning": judged.reasoning}
+            if not out or out[-1].get("constraint") != judged.constraint:  # said once for both of a pair
+                shown.update(definition=judged.definition, constraint=judged.constraint)
+            out.append(shown)
     return out
 
 
@@ -158,9 +151,11 @@ class TaggingTeam:
         *,
         mode: Literal["text", "json"] = "text",
         planner_examples: PlannerExamples | None = None,
+        semantic_pairs: SemanticExamples | None = None,
     ):
         self.cfg = cfg
         self.planner_examples = planner_examples or PlannerExamples()
+        self.semantic_pairs = semantic_pairs or SemanticExamples()
         self.mode = mode
         self.demonstrations = demonstrations  # {concept: [rows]} or an object with for_example(example)
         self.sandbox = sandbox
@@ -168,7 +163,7 @@ class TaggingTeam:
         self.solver = make_solver(**agent_options(cfg, "solver"))
         self.semantic_judge = make_semantic_judge(**agent_options(cfg, "semantic_judge"))
         self.arg_extractor = make_arg_extractor(**agent_options(cfg, "arg_extractor"))
-        self.program_writer = make_program_writer(**agent_options(cfg, "program_writer"))
+        self.program_writer = make_program_writer(cfg.program, **agent_options(cfg, "program_writer"))
         if mode == "json":
             for agent in (self.planner, self.solver, self.semantic_judge, self.arg_extractor, self.program_writer):
                 cap_to_schema(agent)
@@ -176,19 +171,23 @@ class TaggingTeam:
         self._llm_for = llm_for
         self._plans: dict[tuple[str, str], asyncio.Future] = {}
         self.plan_truncations: dict[tuple[str, str], int] = {}
-        self._sandbox_slots: asyncio.Semaphore | None = None
+        self.numerical_judge = NumericalJudge(
+            self.arg_extractor, self.program_writer, cfg.program, sandbox, cfg.sandbox, cfg.sandbox_concurrency
+        )
 
     def llm(self, role: str) -> Any:
         if role not in self._llms:
             self._llms[role] = self._llm_for(role)
         return self._llms[role]
 
-    def demonstrations_for(self, example: TaggingExample) -> list[TaggingExample]:
+    def own_rows(self, example: TaggingExample) -> list[TaggingExample]:
+        """The concept's own labelled rows the semantic judge may be shown (never the example's question)."""
         if self.demonstrations is None:
             return []
         if isinstance(self.demonstrations, dict):
-            return list(self.demonstrations.get(example.concept, []))
-        return self.demonstrations.for_example(example)
+            own = question_key(example.question)
+            return [d for d in self.demonstrations.get(example.concept, []) if question_key(d.question) != own]
+        return self.demonstrations.own_pool(example)
 
     async def _make_plan(self, vars: dict[str, Any]):
         """The planner's record, retried up to ``plan_attempts`` times on an LLM error."""
@@ -215,6 +214,10 @@ class TaggingTeam:
             return record.parsed, 0
         return Plan([SubConstraint("semantic", WHOLE_DEFINITION.get(example.language, WHOLE_DEFINITION["en"]))]), 1
 
+    def numerical(self) -> dict[str, int]:
+        """How the numerical sub-constraints were judged (``pipelines.tagging.numerical.NUMERICAL_COUNTS``)."""
+        return dict(self.numerical_judge.counts)
+
     def truncation(self) -> dict[str, int]:
         """``{"plans", "truncated_plans", "dropped_sub_constraints"}`` over the plans made so far."""
         counts = list(self.plan_truncations.values())
@@ -226,8 +229,6 @@ class TaggingTeam:
 
     async def tag(self, example: TaggingExample, trace: SampleTrace) -> TeamVerdict:
         """The team's verdict on one pair; every agent's record goes to ``trace``."""
-        if self._sandbox_slots is None:
-            self._sandbox_slots = asyncio.Semaphore(self.cfg.sandbox_concurrency)
         solve_vars = {"question": example.question, "language": example.language}
         (plan, plan_failed), solved = await asyncio.gather(
             self._plan(example, trace),
@@ -245,7 +246,8 @@ class TaggingTeam:
         self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
     ) -> ConstraintOutcome:
         if constraint.kind == "numerical":
-            outcome = await self._numerical(example, solution, index, constraint, trace)
+            llm = self.llm(self.arg_extractor.role)
+            outcome = await self.numerical_judge.judge(llm, example, solution, index, constraint, trace, mode=self.mode)
             if outcome.error is None or self.cfg.failure_policy == "no":
                 return outcome
             fallback = await self._semantic(example, solution, index, constraint, trace)
@@ -257,13 +259,16 @@ class TaggingTeam:
     async def _semantic(
         self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
     ) -> ConstraintOutcome:
-        demos = self.demonstrations_for(example) if self.cfg.semantic_demonstrations else []
+        demos = []
+        if self.cfg.semantic_demonstrations:
+            shipped = self.semantic_pairs.pair_for(example.definition, example.language)
+            demos = semantic_examples(self.own_rows(example), shipped, example.definition)
         vars = {
             "definition": example.definition,
             "question": example.question,
             "solution": solution,
             "constraint": constraint.text,
-            "demonstrations": semantic_demonstrations(demos, example.definition),
+            "demonstrations": demos,
             "language": example.language,
         }
         record = await self.semantic_judge.run(
@@ -280,49 +285,4 @@ class TaggingTeam:
             )
         return ConstraintOutcome(
             constraint.kind, constraint.text, False, "policy:no", error=f"semantic_judge: {record.error}"
-        )
-
-    async def _numerical(
-        self, example: TaggingExample, solution: str, index: int, constraint: SubConstraint, trace: SampleTrace
-    ) -> ConstraintOutcome:
-        def failed(error: str) -> ConstraintOutcome:
-            return ConstraintOutcome(constraint.kind, constraint.text, False, "policy:no", error=error)
-
-        llm = self.llm(self.arg_extractor.role)
-        vars = {
-            "constraint": constraint.text,
-            "question": example.question,
-            "solution": solution,
-            "language": example.language,
-        }
-        extracted = await self.arg_extractor.run(llm, vars, tag=f"constraint-{index}", mode=self.mode)
-        trace.add(extracted, constraint_index=index, constraint=constraint)
-        if not extracted.ok:
-            return failed(f"arg_extractor: {extracted.error}")
-        variables = assignments(extracted.parsed.values)
-        written = await self.program_writer.run(
-            self.llm(self.program_writer.role),
-            {"constraint": constraint.text, "variables": variables, "language": example.language},
-            tag=f"constraint-{index}",
-            mode=self.mode,
-            output=program_output(extracted.parsed.values) if self.mode == "json" else None,
-        )
-        if not written.ok:
-            trace.add(written, constraint_index=index, constraint=constraint)
-            return failed(f"program_writer: {written.error}")
-        code = checking_program(extracted.parsed, written.parsed)
-        async with self._sandbox_slots:
-            result = await self.sandbox(code, self.cfg.sandbox)
-        sandbox = dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result.__dict__)
-        trace.add(written, constraint_index=index, constraint=constraint, code=code, sandbox=sandbox)
-        if result.verdict is None:
-            why = result.killed_reason or ("timed out" if result.timed_out else f"exit code {result.exit_code}")
-            return failed(f"sandbox: no boolean printed ({why}); stderr: {result.stderr[-300:]}")
-        return ConstraintOutcome(
-            constraint.kind,
-            constraint.text,
-            bool(result.verdict),
-            "numerical_judge",
-            arguments=variables.replace("\n", ", "),
-            program=written.parsed.code.strip(),
         )

@@ -40,11 +40,12 @@ def test_report_from_every_input(tmp_path, monkeypatch):
     lines = md.splitlines()
     expected = [
         # tagging Table 4: labels [1, 1, 0, 0]; team [1, 1, 1, 0], single LLM [1, failed -> wrong, 0, 0]
-        "| Metric | Model | Multi-agent team | Single LLM | Embedding similarity |",
-        "| Accuracy | generate_tagging | **75.0** | **75.0** | 50.0 |",
-        "| Precision | generate_tagging | 66.7 | **100.0** | 50.0 |",
-        "| Recall | generate_tagging | **100.0** | 50.0 | 50.0 |",
-        "| F1-score | generate_tagging | **80.0** | 66.7 | 50.0 |",
+        "| Metric | Model size | Model | Embedding similarity (all-minilm-l6-v2) | Single LLM | Multi-agent team |",
+        "| Accuracy | Base | smollm2-135m-instruct | 50.0 | **75.0** | **75.0** |",
+        "| Precision | Base | smollm2-135m-instruct | 50.0 | **100.0** | 66.7 |",
+        "| Recall | Base | smollm2-135m-instruct | 50.0 | 50.0 | **100.0** |",
+        "| F1-score | Base | smollm2-135m-instruct | 50.0 | 66.7 | **80.0** |",
+        "| Coverage | Base | smollm2-135m-instruct | 100.0 | 75.0 | 100.0 |",
         # CooperKGC Table 2: round 0 is the single-expert row, the team's gain over it in brackets
         "| Model | conllpp | nyt11_hrl | ace05 |",
         "| Single expert (0-shot) | 50.0 | 25.0 | 20.0 |",

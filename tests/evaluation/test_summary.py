@@ -19,21 +19,26 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def test_tagging_table_has_the_table_4_layout():
     table = tagging_table(FIXTURE["tagging"], offline=True)
-    assert table.columns == ["Metric", "Model", "Embedding similarity", "Single LLM", "Multi-agent team"]
-    assert table.rows[0] == ["Accuracy", "base", "**67.4**", "50.0", "62.5"]
-    assert table.rows[1] == ["", "tuned (SFT)", "-", "58.3", "**70.8**"]
-    assert [r[0] for r in table.rows] == ["Accuracy", "", "Precision", "", "Recall", "", "F1-score", ""]
-    assert table.rows[6] == ["F1-score", "base", "62.0", "**66.7**", "**66.7**"]  # ties both bold
+    assert table.columns == ["Metric", "Model size", "Model", "Embedding similarity", "Single LLM", "Multi-agent team"]
+    assert table.rows[0] == ["Accuracy", "base", "base", "**67.4**", "50.0", "62.5"]
+    assert table.rows[1] == ["", "tuned (SFT)", "tuned (SFT)", "-", "58.3", "**70.8**"]
+    assert [r[0] for r in table.rows] == ["Accuracy", "", "Precision", "", "Recall", "", "F1-score", "", "Coverage", ""]
+    assert table.rows[6] == ["F1-score", "base", "base", "62.0", "**66.7**", "**66.7**"]  # ties both bold
     markdown = table_markdown(table)
-    assert markdown.splitlines()[2] == "| Metric | Model | Embedding similarity | Single LLM | Multi-agent team |"
-    assert markdown.splitlines()[3] == "|---|---:|---:|---:|---:|"
+    header = "| Metric | Model size | Model | Embedding similarity | Single LLM | Multi-agent team |"
+    assert markdown.splitlines()[2] == header
+    assert markdown.splitlines()[3] == "|---|---:|---:|---:|---:|---:|"
     assert markdown.rstrip().endswith(
         "*Data: demo tagging pairs (test split, 24 pairs); models: SmolLM2-135M-Instruct base and its SFT adapter. "
         "Offline default: small CPU models on the demo data, not comparable to the papers' numbers.*"
     )
-    # a generate-stage metrics.json (top-level "systems") is one model
-    single = tagging_table({"systems": FIXTURE["tagging"]["models"]["base"]["systems"]})
-    assert [r[1] for r in single.rows] == ["model"] * 4 and "Offline default" not in single.note
+    # a generate-stage metrics.json (top-level "systems") is read as its section: the model named, not the stage
+    systems = FIXTURE["tagging"]["models"]["base"]["systems"]
+    stage = {"systems": {name: {**m, "backbone": "smollm2"} for name, m in systems.items()}, "failure_outcome": "omit"}
+    single = tagging_table(stage)
+    assert {r[1] for r in single.rows} == {"Base"} and {r[2] for r in single.rows} == {"smollm2"}
+    assert "Offline default" not in single.note
+    assert "is left out of the scores (tagging.failure_outcome: omit)" in single.note
 
 
 def test_kgc_table_groups_tasks_and_shows_gains():

@@ -35,6 +35,13 @@ def truth(kid, m):
     return int(rules[kid]())
 
 
+def semantic_truth(kid, m):
+    """The definition's non-numerical part alone: the operation or topic it asks for."""
+    wanted = {"mul_2d_by_1d": "mul", "add_within_100": "add", "price_three_digit": "shopping",
+              "combinations_le_15": "combine", "sub_with_regrouping": "sub", "div_with_remainder": "div"}  # fmt: skip
+    return int(m.get("op", m.get("topic")) == wanted[kid])
+
+
 def test_demo_set_labels_are_correct_and_balanced():
     rows = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
     assert len(rows) >= 80 and len({r["id"] for r in rows}) == len(rows)
@@ -45,10 +52,14 @@ def test_demo_set_labels_are_correct_and_balanced():
         found = [int(x) for x in re.findall(r"\d+", row["question"])]
         assert sorted(numbers) == sorted(found), row["id"]  # the meta numbers are the question's numbers
         assert row["rationale"].endswith(("<Yes>。", "<No>。", "<Yes>.", "<No>."))
+        assert row["semantic_label"] == semantic_truth(row["knowledge_id"], row["meta"]), row["id"]
+        assert row["semantic_label"] == 1 or row["label"] == 0  # a positive meets the semantic part
     counts = Counter((r["knowledge_id"], r["language"], r["label"]) for r in rows)
     for kid in {r["knowledge_id"] for r in rows}:
         for lang in ("en", "zh"):
             assert counts[(kid, lang, 1)] >= 3 and counts[(kid, lang, 0)] >= 3
+    semantic = Counter((r["knowledge_id"], r["language"], r["semantic_label"]) for r in rows)
+    assert all(semantic[(kid, lang, 0)] >= 2 for kid, lang, _ in counts)  # semantic negatives to show the judge
 
 
 def test_reader_maps_fields_labels_and_skips_unreadable_rows(tmp_path):

@@ -240,14 +240,16 @@ def test_solution_judgment_args_program_json():
     range_check = (
         '{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, {"left": "first", "op": "<=", "right": "99"}]}'
     )
-    program = make_program_writer().parse(range_check, "json")
+    program = make_program_writer("comparisons").parse(range_check, "json")
     assert program.code == "print(bool((first) >= (10) and (first) <= (99)))"
     noisy = 'Here: {"comparisons": [{"left": "sum(prices)", "op": ">", "right": "100"}]} done'
-    assert make_program_writer().parse(noisy, "json").code == "print(bool((sum(prices)) > (100)))"
+    assert make_program_writer("comparisons").parse(noisy, "json").code == "print(bool((sum(prices)) > (100)))"
     with pytest.raises(ParseError, match="not one Python expression"):  # the generic schema admits a keyword
-        make_program_writer().parse('{"comparisons": [{"left": "if", "op": "==", "right": "1"}]}', "json")
+        make_program_writer("comparisons").parse('{"comparisons": [{"left": "if", "op": "==", "right": "1"}]}', "json")
     with pytest.raises(ParseError, match="comparisons.0.left"):  # two names need an operator between them
-        make_program_writer().parse('{"comparisons": [{"left": "first second", "op": "==", "right": "1"}]}', "json")
+        make_program_writer("comparisons").parse(
+            '{"comparisons": [{"left": "first second", "op": "==", "right": "1"}]}', "json"
+        )
     for garbage in (
         '{"comparisons": [{"left": "v = 15", "op": "==", "right": "1"}]}',  # no assignment can pass the schema
         '{"comparisons": [{"left": "a", "op": "=", "right": "1"}]}',
@@ -257,7 +259,21 @@ def test_solution_judgment_args_program_json():
         "garbage",
     ):
         with pytest.raises(ParseError):
-            make_program_writer().parse(garbage, "json")
+            make_program_writer("comparisons").parse(garbage, "json")
+
+
+def test_python_program_replies_json():
+    """The default form: the reply's "code" is the program's line, run as written."""
+    writer = make_program_writer()
+    assert writer.parse('{"code": "print(10 <= first <= 99)"}', "json").code == "print(10 <= first <= 99)"
+    for garbage in (
+        '{"code": "print(first"}',  # the declared schema admits it, Python does not
+        '{"code": "first > 3"}',  # prints nothing
+        '{"code": "print(1)\\nimport os"}',
+        '{"comparisons": [{"left": "first", "op": ">", "right": "1"}]}',
+    ):
+        with pytest.raises(ParseError):
+            writer.parse(garbage, "json")
 
 
 def test_json_replies_cut_by_max_tokens_keep_their_complete_fields():

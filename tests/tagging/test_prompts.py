@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from pipelines.tagging.agents.numerical_judge import make_arg_extractor, make_program_writer
-from pipelines.tagging.agents.planner import PlannerExamples, make_planner
+from pipelines.tagging.agents.planner import make_planner
 from pipelines.tagging.agents.semantic_judge import make_semantic_judge
 from pipelines.tagging.agents.single_llm import make_single_llm
 from pipelines.tagging.agents.solver import make_solver
+from pipelines.tagging.agents.worked_examples import PlannerExamples, SemanticExamples
+from pipelines.tagging.numerical import ConstraintOutcome
 from pipelines.tagging.sft import reasoned_verdict
-from pipelines.tagging.team import ConstraintOutcome, TeamVerdict
+from pipelines.tagging.team import TeamVerdict
 
 GOLDEN = Path(__file__).parent / "golden" / "prompts.json"
 DEMOS = {
@@ -51,6 +53,20 @@ OTHER_CONCEPT = {  # a demonstration of another concept (few rows per concept) s
     "zh": [{"definition": "100 以内的加法。", "question": "40 + 7 等于多少？", "label": 1, "rationale": None}],
 }
 PLANNER_EXAMPLES = {lang: PlannerExamples(k=2, seed=0).for_definition("", lang) for lang in ("en", "zh")}
+WRITER = {
+    lang: {**{k: TEXT[lang][k] for k in ("definition", "question", "constraint")}, "variables": "first_factor = 47"}
+    for lang in ("en", "zh")
+}
+
+
+def _shipped(lang):
+    """The semantic judge's examples from the shipped file, as the team passes them."""
+    from pipelines.tagging.team import semantic_examples
+
+    return semantic_examples([], SemanticExamples().pair_for(TEXT[lang]["definition"], lang), TEXT[lang]["definition"])
+
+
+SHIPPED = {lang: _shipped(lang) for lang in ("en", "zh")}
 
 
 def cases(lang):
@@ -61,8 +77,13 @@ def cases(lang):
         "semantic_judge": (make_semantic_judge(), {**t, "demonstrations": DEMOS[lang]}),
         "semantic_judge_no_demos": (make_semantic_judge(), {**t, "demonstrations": []}),
         "semantic_judge_other_concept": (make_semantic_judge(), {**t, "demonstrations": OTHER_CONCEPT[lang]}),
-        "arg_extractor": (make_arg_extractor(), {k: t[k] for k in ("constraint", "question", "solution")}),
-        "program_writer": (make_program_writer(), {"constraint": t["constraint"], "variables": "first_factor = 47"}),
+        "semantic_judge_shipped_examples": (make_semantic_judge(), {**t, "demonstrations": SHIPPED[lang]}),
+        "arg_extractor": (
+            make_arg_extractor(),
+            {k: t[k] for k in ("definition", "constraint", "question", "solution")},
+        ),
+        "program_writer": (make_program_writer(), {**WRITER[lang], "program": "python"}),
+        "program_writer_comparisons": (make_program_writer("comparisons"), {**WRITER[lang], "program": "comparisons"}),
         "single_llm": (
             make_single_llm(),
             {"definition": t["definition"], "question": t["question"], "demonstrations": DEMOS[lang]},
@@ -118,8 +139,25 @@ def test_spot_checks_independent_of_golden():
     }
     assert r["planner.zh"][1]["content"] == "定义：两位数乘一位数。"
     assert r["program_writer.en"][1]["content"] == (
-        "Sub-constraint: Is the first factor a two-digit number?\nVariables:\nfirst_factor = 47"
+        "Definition: Multiplying a two-digit number by a one-digit number.\n"
+        "Question: A box holds 47 pens. How many pens are in 6 boxes?\n"
+        "Variables:\nfirst_factor = 47\nSub-constraint: Is the first factor a two-digit number?"
     )
+    python, comparisons = (
+        r["program_writer.json.en"][0]["content"],
+        r["program_writer_comparisons.json.en"][0]["content"],
+    )
+    assert '{"code": "print(first_number + second_number <= 20)"}' in python and '"comparisons"' not in python
+    assert '{"comparisons": [{"left": "first_number + second_number"' in comparisons
+    assert r["arg_extractor.en"][1]["content"].startswith(
+        "Definition: Multiplying a two-digit number by a one-digit number.\nSub-constraint: "
+    )
+    shipped = r["semantic_judge_shipped_examples.en"][1]["content"]
+    assert "Example sub-constraint: Does the question ask" in shipped
+    assert shipped.count("Example judgment: ") == 2 and shipped.count("Example sub-constraint: ") == 1
+    assert shipped.rstrip().endswith("Sub-constraint: Is the first factor a two-digit number?")
+    assert "two examples" in r["semantic_judge_shipped_examples.en"][0]["content"]
+    assert "two examples" not in r["semantic_judge_no_demos.en"][0]["content"]  # said only when shown
     assert r["single_llm.en"][1]["content"].endswith(
         "Question: Tom has 72 pens and gets 8 more. How many now?\n"
         "Reasoning: The question does not satisfy the definition. <No>\n\n"
@@ -131,7 +169,7 @@ def test_spot_checks_independent_of_golden():
         "Solution: 47 x 6 = 282. Final answer: 282\nSub-constraint: Is the first factor a two-digit number?"
     )
     assert (
-        "\n\nExample definition: Addition within 100.\nExample question: What is 40 + 7?\nExample label: <Yes>\n"
+        "\n\nExample definition: Addition within 100.\nExample question: What is 40 + 7?\nExample judgment: <Yes>\n"
         in (r["semantic_judge_other_concept.en"][1]["content"])
     )
     assert (
@@ -161,16 +199,16 @@ def test_json_mode_adds_the_schema_to_the_system_text_only(lang):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_system_text_is_shared_across_samples(lang):
+    """Every sample variable changed, the system text stays (``program`` is the run's form, not a sample's)."""
     for name, (agent, vars) in cases(lang).items():
-        other = {k: (v + " changed" if isinstance(v, str) else v) for k, v in vars.items()}
+        other = {k: (v + " changed" if isinstance(v, str) and k != "program" else v) for k, v in vars.items()}
         assert agent.render(lang, **vars)[0] == agent.render(lang, **other)[0], name
         assert agent.render(lang, output_mode="json", **vars)[0] == agent.render(lang, output_mode="json", **other)[0]
 
 
-# issue 11, defect 5: the planner shows two worked examples, chosen like the other demonstrations
+# issue 11, defect 5: the planner shows worked examples (demos.k of them), chosen like the other demonstrations
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_planner_prompt_shows_two_examples_chosen_by_the_demonstration_strategy(lang):
-    from pipelines.tagging.agents.planner import PlannerExamples
 
     examples = PlannerExamples(k=2, strategy="random", seed=0)
     chosen = examples.for_definition(TEXT[lang]["definition"], lang)

@@ -10,6 +10,7 @@ token of SmolLM2's tokenizer is shorter than a byte, so the byte bound is a toke
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import random
@@ -27,40 +28,68 @@ from pipelines.tagging.agents.single_llm import make_single_llm
 from pipelines.tagging.team import TaggingTeam, TeamConfig, cap_to_schema
 
 xgr = pytest.importorskip("xgrammar")
-from xgrammar.testing import _is_grammar_accept_string  # noqa: E402
 
 PARAMS = yaml.safe_load((Path(__file__).parents[2] / "params.yaml").read_text(encoding="utf-8"))["tagging"]
 
 
 def grammar(schema: dict) -> object:
-    """The grammar pipelines.llm.grammar compiles (compact JSON, strict)."""
-    return xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
+    """The grammar pipelines.llm.grammar compiles (compact JSON, strict), compiled once for string checks."""
+    compiler = xgr.GrammarCompiler(xgr.TokenizerInfo([]), cache_enabled=False)
+    return compiler.compile_grammar(
+        xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
+    )
+
+
+def accepts(compiled: object, text: str) -> bool:
+    """Whether the compiled grammar admits exactly ``text`` (as ``xgrammar.testing`` checks, without
+    compiling the grammar again for every string)."""
+    matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+    return matcher.accept_string(text) and matcher.is_terminated()
+
+
+VALUES = {"first_factor": 47, "prices": [125, 30], "ratio_": 0.5}
 
 
 def default_agents():
-    """(agent, schema override or None) of every tagging agent as the default params build them, json mode."""
+    """(agent, schema override or None) of every tagging agent as the default params build them, json mode;
+    the program writer of both forms, declared and narrowed to arguments as each call is."""
     team = TaggingTeam(lambda role: None, TeamConfig(**PARAMS["team"]), mode="json")
-    narrowed = nj.program_output({"first_factor": 47, "prices": [125, 30], "ratio_": 0.5})
+    comparisons = TaggingTeam(
+        lambda role: None, TeamConfig(**{**PARAMS["team"], "program": "comparisons"}), mode="json"
+    )
     return [
         (team.planner, None),
         (team.solver, None),
         (team.semantic_judge, None),
         (team.arg_extractor, None),
         (team.program_writer, None),
-        (team.program_writer, narrowed),
+        (team.program_writer, nj.script_output(VALUES)),
+        (team.program_writer, nj.script_output({"a": 3})),
+        (comparisons.program_writer, None),
+        (comparisons.program_writer, nj.program_output(VALUES)),
         (cap_to_schema(make_single_llm()), None),
     ]
 
 
 AGENTS = default_agents()
-IDS = [a.name + ("_narrowed" if o else "") for a, o in AGENTS]
+IDS = [
+    "program_writer_" + ("python" if a.output is nj.ScriptOutput else "comparisons") + ("_narrowed" if o else "")
+    if a.name == "program_writer"
+    else a.name
+    for a, o in AGENTS
+]
+IDS[6] += "_one_scalar"
+DECODED = [(a, o) for (a, o), i in zip(AGENTS, IDS, strict=True) if i != "program_writer_python"]
+DECODED_IDS = [i for i in IDS if i != "program_writer_python"]
+"""What the backends decode with: in python form a call's schema is always narrowed (the declared
+one is only shown in the prompt and sets the cap: any print(...) line of its characters)."""
 
 
 @pytest.mark.parametrize(("agent", "output"), AGENTS, ids=IDS)
 def test_longest_valid_reply_is_admitted_parses_and_fits_the_cap(agent, output):
     schema = (output or agent.output).model_json_schema()
     reply = longest_reply(schema)
-    assert _is_grammar_accept_string(grammar(schema), reply), reply  # the bound is reached: it is tight
+    assert accepts(grammar(schema), reply), reply  # the bound is reached: it is tight
     assert agent.parse(reply, "json", output=output) is not None
     assert len(reply.encode()) == max_reply_bytes(schema) <= agent.max_tokens
     assert agent.max_tokens == max_reply_bytes(agent.json_schema)  # json mode: the cap is the declared bound
@@ -73,7 +102,8 @@ def test_caps_of_the_default_params():
         "solver": 437,
         "semantic_judge": 274,
         "arg_extractor": 330,
-        "program_writer": 335,
+        "program_writer_python": 460,  # print(...) of 448 ASCII characters: three 22-character arguments
+        "program_writer_comparisons": 335,
         "single_llm": 274,
     }
     assert PARAMS["team"]["max_constraints"] == 2
@@ -106,12 +136,38 @@ def test_narrowed_program_replies_name_only_the_variables_and_always_run():
         left = rng.choice(["first_factor", "len(prices)", "max(prices)"]) + rng.choice(["", " // 7", " - first_factor"])
         right = rng.choice(["0", "-3.25", "first_factor % 10", "sum(prices)"])
         reply = json.dumps({"comparisons": [{"left": left, "op": rng.choice(["<", ">=", "!="]), "right": right}]})
-        assert _is_grammar_accept_string(gr, reply)
+        assert accepts(gr, reply)
         code = nj.checking_program(nj.NumericArgs(values), nj.make_program_writer().parse(reply, "json", output=model))
         namespace: dict = {}
         with contextlib.redirect_stdout(io.StringIO()) as out:
             exec(compile(code, "<program>", "exec"), namespace)  # noqa: S102 - trusted test program
         assert out.getvalue().strip() in ("True", "False")
+
+
+def test_narrowed_python_lines_name_only_the_variables_and_always_print_a_boolean():
+    model, writer = nj.script_output(VALUES), nj.make_program_writer()
+    line = "print(any(100 <= x <= 999 for x in prices) and first_factor % 10 != 0)"
+    assert writer.parse(json.dumps({"code": line}), "json", output=model).code == line
+    for bad in (
+        "print(first_number > 1)",  # undefined (the prompt's example)
+        "print(prices + 1 > 2)",  # a list in arithmetic
+        "print(first_factor)",  # not a condition: would print 47
+        "print(1 < 2)",  # about no value of the question
+        "print(first_factor / 0 > 1)",  # a literal zero divisor
+        "import os",
+    ):
+        with pytest.raises(ParseError, match="ScriptOutput: code"):
+            writer.parse(json.dumps({"code": bad}), "json", output=model)
+    schema = model.model_json_schema()
+    gr, rng, printed = grammar(schema), random.Random(2), set()
+    for _ in range(200):  # random schema-valid lines: each one runs on the arguments and prints a boolean
+        reply = random_reply(schema, rng)
+        assert accepts(gr, reply), reply
+        code = nj.checking_program(nj.NumericArgs(VALUES), writer.parse(reply, "json", output=model))
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(compile(code, "<program>", "exec"), {})  # noqa: S102 - a grammar-made program over test values
+        printed.add(out.getvalue().strip())
+    assert printed == {"True", "False"}
 
 
 def patterns(schema, found=None):
@@ -145,7 +201,7 @@ def disagreements(pattern: str, tries: int = 400) -> list[tuple[str, bool]]:
             valid = True
         except ValidationError:
             valid = False
-        if _is_grammar_accept_string(gr, json.dumps(text, ensure_ascii=False)) != valid:
+        if accepts(gr, json.dumps(text, ensure_ascii=False)) != valid:
             out.append((text, valid))
     return out
 
@@ -163,8 +219,8 @@ def test_a_question_mark_after_a_repeat_group_is_what_xgrammar_gets_wrong():
     old = r"^-?[0-9]{1,9}(\.[0-9]{1,6})?(/[0-9]{1,6})?%?$"
     with pytest.raises(ValidationError):
         TypeAdapter(Annotated[str, Field(pattern=old)]).validate_python("1010101010101010101")
-    assert _is_grammar_accept_string(grammar({"type": "string", "pattern": old}), '"1010101010101010101"')
-    assert not _is_grammar_accept_string(grammar({"type": "string", "pattern": nj.NUMBER_TEXT}), '"1010101010101"')
+    assert accepts(grammar({"type": "string", "pattern": old}), '"1010101010101010101"')
+    assert not accepts(grammar({"type": "string", "pattern": nj.NUMBER_TEXT}), '"1010101010101"')
 
 
 def test_unbounded_fields_are_named():
@@ -241,9 +297,16 @@ def _random_match(parsed, rng: random.Random) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(pattern: str):
+    """A pattern parsed once (the narrowed program patterns are several kB)."""
+    import re._parser as sre
+
+    return sre.parse(pattern)
+
+
 def random_reply(schema: dict, rng: random.Random, root: dict | None = None) -> str:
     """A random schema-valid reply in the grammar's compact form (the schemas' constructs only)."""
-    import re._parser as sre
 
     root = root or schema
     if "$ref" in schema:
@@ -263,13 +326,13 @@ def random_reply(schema: dict, rng: random.Random, root: dict | None = None) -> 
     if kind == "number":
         return rng.choice(["0", "-3", "47", "0.5", "-1250.25", "1000000", "-999999.125"])
     if "pattern" in schema:
-        return json.dumps(_random_match(sre.parse(schema["pattern"]), rng), ensure_ascii=False)
+        return json.dumps(_random_match(_parsed(schema["pattern"]), rng), ensure_ascii=False)
     plain = [c for c in POOL if c not in '"\\\n\t']
     text = "".join(rng.choice(plain) for _ in range(rng.randint(0, schema["maxLength"])))
     return json.dumps(text, ensure_ascii=False)
 
 
-@pytest.mark.parametrize(("agent", "output"), AGENTS, ids=IDS)
+@pytest.mark.parametrize(("agent", "output"), DECODED, ids=DECODED_IDS)
 def test_every_schema_valid_reply_parses(agent, output):
     """Random replies the grammar admits always parse: json mode has no unparseable reply left."""
     schema = (output or agent.output).model_json_schema()
@@ -277,6 +340,6 @@ def test_every_schema_valid_reply_parses(agent, output):
     rng = random.Random(1)
     for _ in range(60):
         reply = random_reply(schema, rng)
-        assert _is_grammar_accept_string(gr, reply), reply
+        assert accepts(gr, reply), reply
         assert len(reply.encode()) <= agent.max_tokens
         agent.parse(reply, "json", output=output)  # raises ParseError if not

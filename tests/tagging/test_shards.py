@@ -54,7 +54,8 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
     metrics = json.loads((sharded / REPORTS / "metrics.json").read_text())
     assert metrics["n_evaluated"] == 6 and metrics["n_generation_run"] == 6
     plans = metrics["systems"]["team"]["plan_truncation"]["plans"]
-    assert metrics["systems"]["embedding"]["threshold_source"]
+    assert metrics["systems"]["embedding"]["mode"] == "top_k" and metrics["systems"]["embedding"]["source"]
+    assert metrics["systems"]["team"]["numerical"]["programs_run"] == 12  # the shards' counts added up
     usage = json.loads((sharded / REPORTS / "usage.json").read_text())
     assert usage["roles"]["planner"]["calls"] == plans >= 3  # one plan per concept: a concept stays in one shard
 

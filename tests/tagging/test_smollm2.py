@@ -77,3 +77,10 @@ def test_json_mode_on_the_default_model_leaves_no_reply_unparsed(tmp_path, one_t
     traces = [json.loads(line) for line in (tmp_path / "gen/traces.jsonl").read_text().splitlines()]
     replies = [t for t in traces if t["agent"] not in ("team",) and t.get("reply") is not None]
     assert replies and all(t["ok"] and json.loads(t["reply"]) for t in replies)  # closed, complete JSON
+    # issue 21: the numerical checks are Python lines the model wrote, each run in the sandbox to a verdict
+    numerical = metrics["systems"]["team"]["numerical"]
+    assert numerical["checks"] > 0 and numerical["checks"] == numerical["programs_run"] == numerical["verdicts"]
+    programs = [t for t in traces if t["agent"] == "program_writer"]
+    assert len(programs) == numerical["programs_run"]
+    assert all(json.loads(t["reply"])["code"].startswith("print(") and t["sandbox"]["verdict"] is not None
+               for t in programs)  # fmt: skip

@@ -65,10 +65,18 @@ def test_stage_writes_metrics_table_plot_traces_and_sft(tmp_path, monkeypatch):
     assert single["llm_calls_per_question"] == 1.0 and team["tokens_per_question"] > single["tokens_per_question"]
     assert team["failed_subtasks"] == 0 and team["plan_truncation"]["plans"] == 6
 
+    assert team["numerical"] == {"checks": 32, "no_arguments": 0, "no_program": 0, "programs_run": 32,
+                                 "verdicts": 32, "no_verdict": 0, "printed_true": 32}  # fmt: skip
+    assert team["method"] == "team" and team["size"] == "Base" and team["backbone"] == "scripted"
+
+    # issue 21: the Table 4 layout the summary report shows, the model named per row
     table = (reports / "table.md").read_text()
-    assert "| Method | Backbone | Accuracy | Precision | Recall | F1 | Coverage |" in table
-    assert "| **Multi-agent team** | scripted | " in table and "| Single LLM (few-shot CoT) | 0.0 |" not in table
-    assert table.index("Single LLM") < table.index("Multi-agent team")
+    assert "| Metric | Model size | Model | Single LLM | Multi-agent team |" in table
+    recall = 100 * team["overall"]["recall"]
+    assert f"| Recall | Base | scripted | 0.0 | **{recall:.1f}** |" in table
+    assert "| Coverage | Base | scripted | 100.0 | 100.0 |" in table
+    assert "| Programs run (printed a verdict) | Base | scripted | - | 32 (32) |" in table
+    assert "generate_tagging" not in table and "counts as wrong (tagging.failure_outcome: wrong)" in table
     assert (reports / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     usage = json.loads((reports / "usage.json").read_text())
     assert usage["roles"]["planner"]["calls"] == 6 and usage["roles"]["single_llm"]["calls"] == 12
@@ -139,7 +147,7 @@ JSON_REPLIES = [
     {"match": "question solver", "reply": json.dumps({"reasoning": "Compute it.", "final_answer": "12"})},
     {"match": "semantic judge", "reply": json.dumps({"reasoning": "It fits.", "answer": "Yes"})},
     {"match": "First step: extract", "reply": json.dumps({"arguments": [{"name": "first", "value": 5}]})},
-    {"match": "Second step: write", "reply": json.dumps({"comparisons": [{"left": "first", "op": ">", "right": "0"}]})},
+    {"match": "Second step: write", "reply": json.dumps({"code": "print(first > 0)"})},
     {"match": "expert math teacher", "reply": json.dumps({"reasoning": "Not this one.", "answer": "No"})},
 ]
 
@@ -151,7 +159,8 @@ def test_json_mode_parses_every_reply_and_exports_sft(tmp_path, monkeypatch):
     assert main(["--params", str(params)]) == 0
     metrics = json.loads((tmp_path / "reports/generate_tagging/metrics.json").read_text())
     team = metrics["systems"]["team"]
-    assert metrics["output_mode"] == "json" and team["failed_subtasks"] == 0
+    assert metrics["output_mode"] == "json" and metrics["program"] == "python" and team["failed_subtasks"] == 0
+    assert team["numerical"]["programs_run"] == team["numerical"]["verdicts"] == 32  # every check ran in the sandbox
     assert {a: c["unparseable"] for a, c in team["unparseable"].items()} == {
         "arg_extractor": 0,
         "planner": 0,
@@ -249,3 +258,61 @@ def test_summary_line_names_coverage_and_the_failure_outcome():
         "4 pairs evaluated (json mode, failures count as wrong); team: acc 0.500 F1 0.250 coverage 0.75; "
         "1 SFT rows from 2 generation pairs"
     )
+
+
+# issue 21: a row per backbone (the paper's Base and Large) when params name several
+def test_sizes_run_the_llm_systems_per_backbone_in_one_table(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params = write_params(tmp_path)
+    replies = tmp_path / "replies.jsonl"
+    large = tmp_path / "large.jsonl"  # the Large model says Yes where the Base one says No
+    large.write_text("".join(json.dumps({**r, "reply": r["reply"].replace("<No>", "<Yes>")}) + "\n" for r in REPLIES))
+    judge = f"{{kind: scripted, model: judge-4o, replies: {replies}}}"
+    text = params.read_text().replace(
+        "    cache: cache/llm.sqlite\n",
+        f"    cache: cache/llm.sqlite\n    roles: {{numerical_judge: {judge}}}\n"
+        f"  sizes: {{Large: {{kind: scripted, model: large-7b, replies: {large}}}}}\n",
+    )
+    params.write_text(text.replace("systems: [team, single_llm]", "systems: [team, single_llm, embedding]"))
+    monkeypatch.setattr("pipelines.tagging.run.embedding_baseline.load_embedder", lambda *a, **k: _words)
+    assert main(["--params", str(params)]) == 0
+    reports, generated = tmp_path / "reports/generate_tagging", tmp_path / "data/generated/tagging"
+    metrics = json.loads((reports / "metrics.json").read_text())
+    systems = metrics["systems"]
+    assert list(systems) == ["team", "team@Large", "single_llm", "single_llm@Large", "embedding"]
+    assert systems["team@Large"]["size"] == "Large" and systems["team@Large"]["method"] == "team"
+    assert systems["team@Large"]["backbone"] == "large-7b; numerical judge: judge-4o"  # the paper's GPT-4o judge stays
+    assert systems["team@Large"]["questions_run"] == 12 and systems["team"]["questions_run"] == 32
+    assert systems["single_llm@Large"]["overall"]["recall"] == 1.0 and systems["single_llm"]["overall"]["recall"] == 0
+    usage = json.loads((reports / "usage.json").read_text())
+    assert usage["roles"]["planner@Large"]["calls"] == 6 and usage["roles"]["single_llm@Large"]["calls"] == 12
+    predictions = [json.loads(line) for line in (generated / "predictions.jsonl").read_text().splitlines()]
+    assert all(set(p["predictions"]) == {"team"} for p in predictions if p["split"] == "generation")
+    sft = [json.loads(line) for line in (generated / "sft.jsonl").read_text().splitlines()]
+    assert sft and all(row["meta"]["teacher"] == "scripted" for row in sft)  # SFT rows: the first backbone only
+    table = (reports / "table.md").read_text()
+    assert (
+        "| Metric | Model size | Model | Embedding similarity (all-minilm-l6-v2) | Single LLM | Multi-agent team |"
+        in table
+    )
+    assert "| Recall | Base | scripted (team's numerical judge: judge-4o) | " in table
+    assert "|  | Large | large-7b (team's numerical judge: judge-4o) | - | **100.0** | " in table  # baselines: on Base
+
+
+def _words(texts):
+    """A stand-in sentence embedder: a bag of words."""
+    import numpy as np
+
+    vocab = sorted({w for t in texts for w in t.lower().split()})
+    return np.array([[float(w in t.lower().split()) for w in vocab] for t in texts])
+
+
+def test_sizes_are_checked():
+    base = {"llm": {"default": {"kind": "scripted", "replies": "x"}}}
+    with pytest.raises(ConfigError, match="tagging.size"):
+        validate_section({**base, "sizes": {"Base": base["llm"]["default"]}}, TaggingConfig, section="tagging")
+    with pytest.raises(ConfigError, match="add team or single_llm"):
+        validate_section({**base, "systems": ["embedding"], "sizes": {"Large": base["llm"]["default"]}},
+                         TaggingConfig, section="tagging")  # fmt: skip
+    with pytest.raises(ConfigError, match="sizes"):
+        validate_section({**base, "sizes": {"9 big": base["llm"]["default"]}}, TaggingConfig, section="tagging")

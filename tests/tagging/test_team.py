@@ -10,6 +10,7 @@ from pipelines.agents import SampleTrace
 from pipelines.agents.sandbox import SandboxLimits
 from pipelines.llm.client import LLM
 from pipelines.llm.scripted import ScriptedBackend
+from pipelines.tagging.agents.worked_examples import SemanticExamples
 from pipelines.tagging.data import TaggingExample
 from pipelines.tagging.team import TaggingTeam, TeamConfig
 from tests.tagging.scripted import team_rules
@@ -203,21 +204,35 @@ def test_a_verdict_decided_by_a_failed_sub_task_is_unanswered():
     assert result.answered is True
 
 
-# issue 11, defect 4: the semantic judge sees labels of the semantic part only
-def test_semantic_demonstrations_carry_semantic_labels_only():
+# issue 11, defect 4 and issue 21: the semantic judge sees a positive and a negative example, by semantic label
+def test_semantic_judge_sees_a_positive_and_a_negative_example():
     demo_yes = TaggingExample("d1", "mul", DEFINITION, "A crate has 21 jars. How many jars are in 4 crates?", 1)
     demo_num_no = TaggingExample("d2", "mul", DEFINITION, "A crate has 210 jars. How many in 4 crates?", 0)
     demo_sem_no = TaggingExample("d3", "mul", DEFINITION, "What is 21 + 4?", 0, semantic_label=0)
-    backend = ScriptedBackend(team_rules())
-    demos = {("mul", "en"): [demo_yes, demo_num_no, demo_sem_no]}
-    team = TaggingTeam(lambda role: LLM(backend, role=role), TeamConfig(), demos)
-    asyncio.run(team.tag(example(45), SampleTrace("q0")))
-    prompt = next(c[-1]["content"] for c in backend.calls if "semantic judge" in c[0]["content"])
-    assert "21 jars" in prompt and "210 jars" not in prompt  # a numerical-only negative is left out
-    assert "What is 21 + 4?\nExample label: <No>" in prompt  # a known semantic negative is shown as No
+
+    def semantic_prompt(rows):
+        backend = ScriptedBackend(team_rules())
+        team = TaggingTeam(lambda role: LLM(backend, role=role), TeamConfig(), {("mul", "en"): rows})
+        asyncio.run(team.tag(example(45), SampleTrace("q0")))
+        return next(c for c in backend.calls if "semantic judge" in c[0]["content"])
+
+    system, user = (m["content"] for m in semantic_prompt([demo_num_no, demo_yes, demo_sem_no]))
+    assert "two examples" in system
+    assert "21 jars" in user and "210 jars" not in user  # a numerical-only negative is no semantic No
+    assert user.index("21 jars. How many jars are in 4 crates?\nExample judgment: <Yes>") < user.index(
+        "What is 21 + 4?\nExample judgment: <No>"
+    )
+    # no semantic negative among the concept's rows: the shipped judged sub-constraint stands in
+    shipped = SemanticExamples().pair_for(DEFINITION, "en").negative
+    user = semantic_prompt([demo_yes, demo_num_no])[-1]["content"]
+    assert f"Example sub-constraint: {shipped.constraint}\nExample question: {shipped.question}" in user
+    assert f"Example judgment: {shipped.reasoning} <No>" in user and "21 jars" in user
+    user = semantic_prompt([])[-1]["content"]  # nothing labelled: both from the shipped pair
+    assert user.count("Example judgment:") == 2 and "<Yes>" in user and "<No>" in user
+    assert "Example question: A box holds 45 pens" not in user  # never the question itself
 
 
-def json_rules():
+def json_rules(program: str = '{"code": "print(10 <= first <= 99)"}'):
     """JSON replies for every agent (json mode), the program naming the extracted variable."""
     return [
         (
@@ -228,15 +243,23 @@ def json_rules():
         (r"question solver", '{"final_answer": "135", "reasoning": "45 x 3 = 135."}'),
         (r"semantic judge", '{"answer": "Yes", "reasoning": "It multiplies."}'),
         (r"First step: extract", '{"arguments": [{"name": "first", "value": 45}]}'),
-        (
-            r"Second step: write",
-            '{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, '
-            '{"left": "first", "op": "<=", "right": "99"}]}',
-        ),
+        (r"Second step: write", program),
     ]
 
 
-def test_json_mode_caps_each_agent_at_its_schema_and_narrows_the_program_to_the_variables():
+COMPARISONS = (
+    '{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, {"left": "first", "op": "<=", "right": "99"}]}'
+)
+
+
+@pytest.mark.parametrize(
+    ("form", "reply", "program"),
+    [
+        ("python", None, "print(10 <= first <= 99)"),
+        ("comparisons", COMPARISONS, "print(bool((first) >= (10) and (first) <= (99)))"),
+    ],
+)
+def test_json_mode_caps_each_agent_at_its_schema_and_narrows_the_program_to_the_variables(form, reply, program):
     from pipelines.agents.reply_bounds import max_reply_bytes
 
     class Recording(ScriptedBackend):
@@ -245,32 +268,56 @@ def test_json_mode_caps_each_agent_at_its_schema_and_narrows_the_program_to_the_
             self.params = []
 
         async def chat(self, messages, params):
-            self.params.append((messages[0]["content"], params))
+            self.params.append((messages, params))
             return await super().chat(messages, params)
 
-    backend = Recording(json_rules())
-    team = TaggingTeam(lambda role: LLM(backend, role=role), TeamConfig(max_constraints=2), mode="json")
+    backend = Recording(json_rules(reply) if reply else json_rules())
+    cfg = TeamConfig(max_constraints=2, program=form)
+    team = TaggingTeam(lambda role: LLM(backend, role=role), cfg, mode="json")
     trace = SampleTrace("q0")
     result = asyncio.run(team.tag(example(45), trace))
     assert result.verdict is True and result.failures == 0
-    assert result.constraints[1].program == "print(bool((first) >= (10) and (first) <= (99)))"
+    assert result.constraints[1].program == program and result.constraints[1].settled_by == "numerical_judge"
+    assert team.numerical() == {"checks": 1, "no_arguments": 0, "no_program": 0, "programs_run": 1, "verdicts": 1,
+                                "no_verdict": 0, "printed_true": 1}  # fmt: skip
     by_agent = {}
-    for system, params in backend.params:
-        agent = next(a for a in AGENT_MARKERS if AGENT_MARKERS[a] in system)
-        by_agent[agent] = params
+    for messages, params in backend.params:
+        agent = next(a for a in AGENT_MARKERS if AGENT_MARKERS[a] in messages[0]["content"])
+        by_agent[agent] = (messages, params)
     for name in ("planner", "solver", "semantic_judge", "arg_extractor"):
         agent = getattr(team, name)
-        assert by_agent[name].json_schema == agent.json_schema
-        assert by_agent[name].max_tokens == max_reply_bytes(agent.json_schema)
-    program = by_agent["program_writer"]
-    left = program.json_schema["$defs"]["Comparison"]["properties"]["left"]["pattern"]
-    assert "(first)" in left and "[A-Za-z_]" not in left  # only the extracted name, no free identifier
-    assert program.max_tokens == max_reply_bytes(team.program_writer.json_schema) >= max_reply_bytes(
-        program.json_schema
-    )
+        assert by_agent[name][1].json_schema == agent.json_schema
+        assert by_agent[name][1].max_tokens == max_reply_bytes(agent.json_schema)
+    messages, params = by_agent["program_writer"]
+    if form == "python":
+        pattern = params.json_schema["properties"]["code"]["pattern"]
+    else:
+        pattern = params.json_schema["$defs"]["Comparison"]["properties"]["left"]["pattern"]
+    assert "(first)" in pattern and "[A-Za-z_]" not in pattern  # only the extracted name, no free identifier
+    assert params.max_tokens == max_reply_bytes(team.program_writer.json_schema) >= max_reply_bytes(params.json_schema)
     # the prompt shows the declared schema, so the system text is the same for every call
-    writer_system = next(s for s, _ in backend.params if "Second step" in s)
-    assert team.program_writer.output_schema_text() in writer_system
+    assert team.program_writer.output_schema_text() in messages[0]["content"]
+    # the writer and the extractor get the definition and the question, as the paper's prompts do
+    for name in ("arg_extractor", "program_writer"):
+        user = by_agent[name][0][-1]["content"]
+        assert f"Definition: {DEFINITION}" in user and "Question: A box holds 45 pens" in user
+    row = next(r for r in trace.rows if r["agent"] == "program_writer")
+    assert row["code"] == f"first = 45\n\n{program}\n" and row["sandbox"]["verdict"] is True
+
+
+def test_numerical_counts_say_how_each_check_went():
+    rules = team_rules()
+    rules[4] = (r"Second step: write", "```python\nprint(10 <= first <= 99)\nraise SystemExit(3)\n```")
+    (result,), _, _, _ = run_team([example(45)], rules)
+    assert result.failures == 1 and result.constraints[1].error.startswith("sandbox: no boolean printed")
+    team = TaggingTeam(lambda role: LLM(ScriptedBackend(rules), role=role), TeamConfig())
+    asyncio.run(team.tag(example(45), SampleTrace("q0")))
+    assert team.numerical()["programs_run"] == 1 and team.numerical()["no_verdict"] == 1
+    rules[3] = (r"First step: extract", "no numbers")
+    team = TaggingTeam(lambda role: LLM(ScriptedBackend(rules), role=role), TeamConfig())
+    asyncio.run(team.tag(example(45), SampleTrace("q0")))
+    assert team.numerical() == {"checks": 1, "no_arguments": 1, "no_program": 0, "programs_run": 0, "verdicts": 0,
+                                "no_verdict": 0, "printed_true": 0}  # fmt: skip
 
 
 AGENT_MARKERS = {

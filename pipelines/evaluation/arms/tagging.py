@@ -1,8 +1,9 @@
 """The SFT adapter as the tagging team's agents, against the base model, on held-out pairs.
 
 Both arms are :func:`pipelines.tagging.run.generate_tagging_async` with the ``tagging`` section
-overridden: the team alone, ``items`` pairs of the evaluation split (the generation stage's seeded
-sample when ``items`` equals ``tagging.data.limit``, so the base arm's requests are cache hits),
+overridden: the team alone on one backbone (no ``tagging.sizes``), ``items`` pairs of the
+evaluation split (the generation stage's seeded sample when ``items`` equals
+``tagging.data.limit``, so the base arm's requests are cache hits),
 no generation-split run, outputs under ``<traces_dir>/tagging/{base,tuned}``; the tuned arm has
 the evaluate roles on ``base + adapter``. The evaluated ids are checked against the generation
 stage's ``split.json`` (evaluation split) and its SFT rows.
@@ -38,6 +39,7 @@ def arm_config(tagging: TaggingConfig, ev: EvaluateConfig, *, llm: Any, folder: 
     return tagging.model_copy(
         update={
             "systems": ["team"],
+            "sizes": {},  # the arms compare one model, base vs tuned
             "data": tagging.data.model_copy(update={"limit": ev.tagging.items}),
             "split": tagging.split.model_copy(update={"generation_limit": 0}),
             "llm": llm,

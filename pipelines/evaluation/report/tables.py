@@ -4,10 +4,11 @@ Every builder takes one section of the metrics (below) and returns a :class:`Tab
 ``note`` says what data and models produced it; rates in [0, 1] are shown as percentages with
 one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
 
-- ``tagging``: ``{"models": {label: {"systems": {system: {"overall": {"accuracy", "precision",
-  "recall", "f1"}}}}}, "provenance": ...}`` (the tagging paper's Table 4: metric x model rows,
-  system columns; the best system of a row in bold). A generate-stage ``metrics.json`` with a
-  top-level ``systems`` is taken as one model.
+- ``tagging``: ``{"models": {size: {"model", "systems": {method: {"overall": {"accuracy",
+  "precision", "recall", "f1", "coverage"}, "backbone", ...}}}}, "provenance": ...,
+  "failure_outcome"}`` (the tagging paper's Table 4: metric x model-size rows naming the model,
+  method columns; the best method of a row in bold; coverage and cost rows; the failure policy in
+  the note). A generate-stage ``metrics.json`` with a top-level ``systems`` is read as its section.
 - ``deltas``: ``[{"team", "system", "metric", "base", "tuned", "delta", "ci": [lo, hi], "n"}]``
   (:func:`pipelines.evaluation.stats.bootstrap.paired_delta` rows, tuned vs base).
 - ``kgc``: ``{"datasets": [{"name", "task"}], "rows": {method: {dataset: f1}}, "reference":
@@ -84,21 +85,74 @@ def _bold_best(cells: list[str], values: list[float | None]) -> list[str]:
     return [f"**{c}**" if v == best else c for c, v in zip(cells, values, strict=True)]
 
 
+TAGGING_COSTS = (
+    ("llm_calls_per_question", "LLM calls / question"),
+    ("tokens_per_question", "Tokens / question"),
+    ("failed_subtasks", "Failed sub-tasks"),
+    ("numerical", "Programs run (printed a verdict)"),
+)
+TAGGING_METHODS = ("embedding", "plm", "single_llm", "team")
+FAILURE_WORDS = {"wrong": "counts as wrong", "no": "counts as No", "omit": "is left out of the scores"}
+
+
+def _method_header(method: str, rows: Mapping[str, Any]) -> str:
+    """A method's column: its name, and for the non-LLM baselines their encoder (one per run)."""
+    name = SYSTEM_NAMES.get(method, method)
+    if method not in ("embedding", "plm"):
+        return name
+    found = next((r["systems"][method] for r in rows.values() if method in r["systems"]), {})
+    backbone = found.get("backbone") or ""
+    if method == "plm" and found.get("learning_rate") is not None:
+        backbone += f", lr {found['learning_rate']:g}"
+    return f"{name} ({backbone})" if backbone else name
+
+
+def _cost_cell(key: str, system: Mapping[str, Any] | None) -> str:
+    value = None if system is None else system.get(key)
+    if value is None:
+        return "-"
+    if key == "numerical":
+        return f"{value['programs_run']} ({value['verdicts']})"
+    return f"{value:.2f}" if key == "llm_calls_per_question" else f"{value:.0f}"
+
+
 def tagging_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
-    """The tagging paper's Table 4 layout (rows: metric x model; columns: systems)."""
-    models = section.get("models") or {"model": {"systems": section["systems"]}}
-    systems = list(dict.fromkeys(s for m in models.values() for s in m["systems"]))
-    rows = []
-    for key, label in TAGGING_METRICS:
-        for i, (model, result) in enumerate(models.items()):
-            values = [result["systems"].get(s, {}).get("overall", {}).get(key) for s in systems]
-            cells = _bold_best([percent(v) for v in values], values)
-            rows.append([label if i == 0 else "", model, *cells])
+    """The tagging paper's Table 4 layout: rows metric x model size (the model named per row),
+    a column per method (the best score of a row in bold); then coverage and cost rows, and a note
+    with the provenance and the failure policy. A generate-stage ``metrics.json`` (top-level
+    ``systems``) is read through :func:`pipelines.evaluation.report.inputs.tagging_section`."""
+    if "models" not in section:
+        from pipelines.evaluation.report.inputs import tagging_section
+
+        section = tagging_section(section)
+    rows = section["models"]
+    found = {m for r in rows.values() for m in r["systems"]}
+    methods = [m for m in TAGGING_METHODS if m in found] + sorted(found - set(TAGGING_METHODS))
+    body = []
+    for key, label in (*TAGGING_METRICS, ("coverage", "Coverage")):
+        for i, (size, row) in enumerate(rows.items()):
+            values = [row["systems"].get(m, {}).get("overall", {}).get(key) for m in methods]
+            cells = [percent(v) for v in values]
+            body.append([label if i == 0 else "", size, row.get("model") or size, *(
+                cells if key == "coverage" else _bold_best(cells, values))])  # fmt: skip
+    for key, label in TAGGING_COSTS:
+        if any(key in s for r in rows.values() for s in r["systems"].values()):
+            for i, (size, row) in enumerate(rows.items()):
+                cells = [_cost_cell(key, row["systems"].get(m)) for m in methods]
+                body.append([label if i == 0 else "", size, row.get("model") or size, *cells])
+    note = provenance_line(section.get("provenance"), offline=offline)
+    outcome = section.get("failure_outcome")
+    if outcome:
+        note += (
+            f" Scores in %; coverage = answered / evaluated pairs; a failed sample (the system crashed, its reply never"
+            f" parsed, or its verdict hangs on a failed sub-task) {FAILURE_WORDS.get(outcome, outcome)}"
+            f" (tagging.failure_outcome: {outcome})."
+        )
     return Table(
         "Knowledge tagging (Table 4 layout)",
-        ["Metric", "Model", *[SYSTEM_NAMES.get(s, s) for s in systems]],
-        rows,
-        provenance_line(section.get("provenance"), offline=offline),
+        ["Metric", "Model size", "Model", *[_method_header(m, rows) for m in methods]],
+        body,
+        note,
     )
 
 

@@ -1,24 +1,27 @@
-"""Numerical judge, in two agents and a sandbox run:
+"""Numerical judge, in two agents and a sandbox run (the paper's Instructions 1 and 2):
 
-1. ``arg_extractor``: (sub-constraint, question, solution) -> named numerical arguments, as one
-   JSON object ``{"first_factor": 47, "prices": [125, 30]}``; names become distinct Python
-   identifiers (a name without usable characters becomes ``arg_<position>``, a repeated one gets
-   ``_2``), values keep their exact value (:func:`read_value`): ``"1/2"`` and ``"25%"`` are
-   ``Fraction``, ``"0.75"`` a float, ``"4, 7, 9"`` a list, ``"1,250 yuan"`` 1250, ``"−3"`` -3,
-   nested lists stay nested.
-2. ``program_writer``: (sub-constraint, the arguments) -> a Python program over those variables
-   that prints ``True`` or ``False``.
+1. ``arg_extractor``: (definition, sub-constraint, question, solution) -> named numerical
+   arguments, as one JSON object ``{"first_factor": 47, "prices": [125, 30]}``; names become
+   distinct Python identifiers (a name without usable characters becomes ``arg_<position>``, a
+   repeated one gets ``_2``), values keep their exact value (:func:`read_value`): ``"1/2"`` and
+   ``"25%"`` are ``Fraction``, ``"0.75"`` a float, ``"4, 7, 9"`` a list, ``"1,250 yuan"`` 1250,
+   ``"−3"`` -3, nested lists stay nested.
+2. ``program_writer``: (definition, question, the arguments, sub-constraint) -> a Python program
+   over those variables that prints ``True`` or ``False``.
 3. :func:`checking_program` puts the argument assignments in front of the program; the team runs
    it in the sandbox, and the printed boolean is the verdict.
 
 JSON replies: :class:`ArgsOutput` (``{"arguments": [{"name": "first", "value": 47}]}``: the schema
-admits identifier-like names and bounded numbers or number texts such as ``"1/2"`` only) and
-:class:`ProgramOutput` (``{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, ...]}``:
-comparisons that must all hold, which become the program ``print(bool((first) >= (10) and ...))``),
-mapped to the same results. A schema cannot make free code print; comparisons always do. The team
-constrains each program-writer call with :func:`program_output` of the extracted arguments, so a
-schema-valid reply names only defined variables and always runs. Every field is bounded, so the
-longest schema-valid reply is known (``pipelines.agents.reply_bounds``).
+admits identifier-like names and bounded numbers or number texts such as ``"1/2"`` only) and, by
+``team.program``, :class:`ScriptOutput` (``python``, the default: ``{"code": "print(10 <= first
+<= 99)"}``, a line of Python the model writes) or :class:`ProgramOutput` (``comparisons``:
+``{"comparisons": [{"left": "first", "op": ">=", "right": "10"}, ...]}``, comparisons that must
+all hold, which become the program ``print(bool((first) >= (10) and ...))``). The team constrains
+each program-writer call with the form's narrowing to the extracted arguments
+(:func:`script_output`, :func:`program_output`; grammars in
+:mod:`pipelines.tagging.agents.program_grammar`), so a schema-valid reply names only defined
+variables and always runs. Every field is bounded, so the longest schema-valid reply is known
+(``pipelines.agents.reply_bounds``). In text mode the writer replies with a free ```python block.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pydantic import BaseModel, Field, create_model
 
 from pipelines.agents import Agent, ParseError
 from pipelines.agents.parsing import code_block, identifier, json_object
+from pipelines.tagging.agents.program_grammar import CODE_CHARACTERS, check_pattern, expression_pattern
 
 Value = int | float | Fraction | list
 NUMBER = re.compile(
@@ -136,28 +140,6 @@ class ArgsOutput(BaseModel):
         )
 
 
-IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]{0,22}"  # numeric_args' names: 20 characters + a "_" and a "_2" suffix
-LITERAL = r"-{0,1}(0|[1-9][0-9]{0,5})(\.[0-9]{1,3}){0,1}"
-CALLS = ("len", "sum", "min", "max")
-OPERATOR = r" (\+|-|\*|/|//|%) "
-
-
-def expression_pattern(
-    scalars: list[str] | None = None, lists: list[str] | None = None, *, variable_first: bool = False
-) -> str:
-    """One side of a comparison: an operand, or two joined by + - * / // %; an operand is a number,
-    a scalar variable or ``len|sum|min|max(<list variable>)`` (``variable_first``: the first
-    operand is not a number, so the check is about the question's values). With variable names
-    given, only those (every reply is then a program that runs: no undefined name, no list in
-    arithmetic); without, any identifier."""
-    scalar = "|".join(scalars) if scalars is not None else IDENTIFIER
-    listed = "|".join(lists) if lists is not None else IDENTIFIER
-    variables = ([f"({scalar})"] if scalar else []) + ([rf"({'|'.join(CALLS)})\(({listed})\)"] if listed else [])
-    operand = "(" + "|".join([LITERAL, *variables]) + ")"
-    first = "(" + "|".join(variables) + ")" if variable_first else operand
-    return f"^{first}({OPERATOR}{operand}){{0,1}}$"
-
-
 LEFT = expression_pattern(variable_first=True)
 EXPRESSION = expression_pattern()
 Operator = Literal["<", "<=", ">", ">=", "==", "!="]
@@ -181,16 +163,47 @@ class ProgramOutput(BaseModel):
         return condition_program(" and ".join(c.expression() for c in self.comparisons))
 
 
+def _names(values: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(scalar names, list names), longest first (an alternative never cuts a longer name short)."""
+    order = lambda n: (-len(n), n)  # noqa: E731
+    scalars = sorted((n for n, v in values.items() if not isinstance(v, list)), key=order)
+    return scalars, sorted((n for n, v in values.items() if isinstance(v, list)), key=order)
+
+
 def program_output(values: dict[str, Any]) -> type[ProgramOutput]:
     """:class:`ProgramOutput` narrowed to these argument values: its sides name only these
     variables (lists only inside len/sum/min/max), so every schema-valid reply runs."""
-    scalars = sorted((n for n, v in values.items() if not isinstance(v, list)), key=lambda n: (-len(n), n))
-    lists = sorted((n for n, v in values.items() if isinstance(v, list)), key=lambda n: (-len(n), n))
+    scalars, lists = _names(values)
     left = (str, Field(pattern=expression_pattern(scalars, lists, variable_first=True)))
     right = (str, Field(pattern=expression_pattern(scalars, lists)))
     comparison = create_model("Comparison", __base__=Comparison, left=left, right=right)
     bounded = (list[comparison], Field(min_length=1, max_length=2))
     return create_model("ProgramOutput", __base__=ProgramOutput, comparisons=bounded)
+
+
+MAX_CODE = 448
+"""Characters of the longest line :func:`script_output` admits (three 22-character arguments)."""
+
+
+class ScriptOutput(BaseModel):
+    """JSON-mode reply of the program writer: the program, one line that prints a condition over the variables."""
+
+    code: str = Field(pattern=rf"^print\({CODE_CHARACTERS}{{1,{MAX_CODE - 7}}}\)$")
+
+    def to_result(self) -> Program:
+        return checked_program(self.code)
+
+
+def script_output(values: dict[str, Any]) -> type[ScriptOutput]:
+    """:class:`ScriptOutput` narrowed to these argument values
+    (:func:`pipelines.tagging.agents.program_grammar.check_pattern`): every schema-valid reply is
+    a line of Python that runs on them and prints True or False."""
+    code = (str, Field(pattern=check_pattern(*_names(values))))
+    return create_model("ScriptOutput", __base__=ScriptOutput, code=code)
+
+
+PROGRAM_FORMS = {"python": (ScriptOutput, script_output), "comparisons": (ProgramOutput, program_output)}
+"""``team.program``: the program writer's json-mode output model and its narrowing per call."""
 
 
 def parse_args(text: str) -> NumericArgs:
@@ -270,7 +283,8 @@ def make_arg_extractor(**options) -> Agent[NumericArgs]:
     return Agent("arg_extractor", Path(__file__).parent, parse_args, output=ArgsOutput, **options)
 
 
-def make_program_writer(**options) -> Agent[Program]:
+def make_program_writer(program: str = "python", **options) -> Agent[Program]:
+    """The program writer; ``program`` (``python`` or ``comparisons``) picks its json-mode output."""
     options.setdefault("role", "numerical_judge")
     options.setdefault("repair_truncated", False)  # a condition cut by max_tokens is not the condition
-    return Agent("program_writer", Path(__file__).parent, parse_program, output=ProgramOutput, **options)
+    return Agent("program_writer", Path(__file__).parent, parse_program, output=PROGRAM_FORMS[program][0], **options)

@@ -1,12 +1,19 @@
 """Embedding-similarity baseline: cosine between the definition's and the question's sentence
 embeddings (MiniLM by default, offline from a local folder).
 
-``mode: threshold`` tags a pair when the cosine reaches ``threshold``; with ``threshold: null``
-the threshold is the one with the best accuracy on the generation split, its classes reweighted to
-``prior``: the evaluation split's share of positives (default; a demo set's pools are balanced,
-its evaluated pairs are not), the generation split's own share, or a number. The source of the
-threshold used is returned (and reported in the metrics).
-``mode: top_k`` tags, for each knowledge id, the ``top_k`` most similar evaluated questions.
+``mode: top_k`` (the paper's: "the judgment is determined by the top-K selection on cosine
+similarity" between the knowledge and the question) ranks, for each knowledge definition (one
+knowledge id in one language), its candidate questions (every evaluation-split pair of it: the
+questions are known, their labels are never read) and tags the ``K`` most similar. ``top_k`` is
+``K`` itself, or ``generation`` (default): ``K = round(candidates x the definition's share of
+positives in the generation split)``, rounded half up (the whole generation split's share when the definition has
+no generation row), so the evaluation split's labels and prior are never used. With one candidate
+per definition (MathFish) ranking cannot work; use ``mode: threshold`` there.
+
+``mode: threshold`` tags a pair when the cosine reaches ``threshold``; with ``threshold: null`` the
+threshold is the one with the best accuracy on the generation split, its classes weighted to
+``prior``: the generation split's own share of positives (``generation``) or a number.
+How K or the threshold was chosen is returned (and reported in the metrics).
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipelines.config import StrictModel
 from pipelines.tagging.data import TaggingExample
@@ -27,11 +34,21 @@ Embed = Callable[[list[str]], np.ndarray]
 
 class EmbeddingBaselineConfig(StrictModel):
     model: str = "models/base/all-minilm-l6-v2"
-    mode: Literal["threshold", "top_k"] = "threshold"
+    mode: Literal["top_k", "threshold"] = "top_k"
+    top_k: Literal["generation"] | Annotated[int, Field(ge=0)] = "generation"
     threshold: float | None = Field(None, ge=-1.0, le=1.0)
-    prior: Literal["evaluation", "training"] | Annotated[float, Field(gt=0.0, lt=1.0)] = "evaluation"
-    top_k: int = Field(2, ge=1)
+    prior: Literal["generation"] | Annotated[float, Field(gt=0.0, lt=1.0)] = "generation"
     batch_size: int = Field(32, ge=1)
+
+    @field_validator("prior", mode="before")
+    @classmethod
+    def _no_evaluation_prior(cls, value: Any) -> Any:
+        if value == "evaluation":
+            raise ValueError(
+                "'evaluation' fitted the threshold to the evaluation split's labels; use 'generation' "
+                "(the generation split's own share of positives) or a number"
+            )
+        return "generation" if value == "training" else value
 
 
 def load_embedder(model: str | Path, batch_size: int = 32) -> Embed:
@@ -83,33 +100,77 @@ def best_threshold(scores: np.ndarray, labels: list[int], *, prior: float | None
     return float(cuts[int(np.argmax(accuracy))])
 
 
+def top_k_sizes(
+    cfg: EmbeddingBaselineConfig, candidates: list[TaggingExample], train: list[TaggingExample]
+) -> dict[tuple[str, str], int]:
+    """``K`` per definition (knowledge id, language) from ``top_k`` (see the module docstring)."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for example in candidates:
+        counts[example.concept] += 1
+    if cfg.top_k != "generation":
+        return {concept: min(int(cfg.top_k), n) for concept, n in counts.items()}
+    labels: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for example in train:
+        labels[example.concept].append(example.label)
+    overall = sum(e.label for e in train) / len(train) if train else 0.5
+    share = {c: (sum(v) / len(v) if v else overall) for c, v in ((c, labels.get(c, [])) for c in counts)}
+    return {concept: int(np.floor(n * share[concept] + 0.5)) for concept, n in counts.items()}
+
+
 def predict(
-    cfg: EmbeddingBaselineConfig, embed: Embed, evaluation: list[TaggingExample], train: list[TaggingExample]
+    cfg: EmbeddingBaselineConfig,
+    embed: Embed,
+    evaluation: list[TaggingExample],
+    train: list[TaggingExample],
+    *,
+    candidates: list[TaggingExample] | None = None,
 ) -> tuple[list[int], list[float], dict]:
-    """Predictions, scores and ``{"threshold", "source"}`` of the cut used (threshold None in top_k mode);
-    ``train`` is the generation split the threshold is fitted on."""
-    scores = cosine_scores(embed, evaluation)
+    """Predictions and scores of the ``evaluation`` pairs, and how they were decided: ``{"mode",
+    "source"}`` with ``"top_k"`` (K per ``knowledge_id/language``) or ``"threshold"``. ``train``
+    is the generation split (the threshold or K is fitted on it); ``candidates`` the questions
+    ranked per definition in top_k mode (the whole evaluation split; default ``evaluation``)."""
     if cfg.mode == "top_k":
-        by_kid: dict[str, list[int]] = defaultdict(list)
-        for i, example in enumerate(evaluation):
-            by_kid[example.knowledge_id].append(i)
-        preds = [0] * len(evaluation)
-        for idx in by_kid.values():
-            for i in sorted(idx, key=lambda i: -scores[i])[: cfg.top_k]:
-                preds[i] = 1
-        return preds, scores.tolist(), {"threshold": None, "source": f"top {cfg.top_k} per knowledge id"}
+        pool = list(candidates) if candidates is not None else list(evaluation)
+        ids = {e.id for e in pool}
+        pool += [e for e in evaluation if e.id not in ids]
+        pool_scores = cosine_scores(embed, pool)
+        position = {e.id: i for i, e in enumerate(pool)}
+        scores = np.array([pool_scores[position[e.id]] for e in evaluation])
+        sizes = top_k_sizes(cfg, pool, train)
+        ranked: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i, example in enumerate(pool):
+            ranked[example.concept].append(i)
+        chosen = {
+            pool[i].id
+            for concept, idx in ranked.items()
+            for i in sorted(idx, key=lambda i: (-pool_scores[i], pool[i].id))[: sizes[concept]]
+        }
+        how = (
+            f"top {cfg.top_k} per knowledge definition"
+            if cfg.top_k != "generation"
+            else "top K per knowledge definition, K = its candidates x its generation-split share of positives"
+        )
+        info = {
+            "mode": "top_k",
+            "top_k": {f"{kid}/{lang}": k for (kid, lang), k in sorted(sizes.items())},
+            "candidates": len(pool),
+            "source": f"{how}, over {len(pool)} evaluation-split questions (labels unread)",
+        }
+        return [int(e.id in chosen) for e in evaluation], scores.tolist(), info
+    scores = cosine_scores(embed, evaluation)
     if cfg.threshold is not None:
-        info = {"threshold": cfg.threshold, "source": "embedding.threshold in params"}
+        info = {"mode": "threshold", "threshold": cfg.threshold, "source": "embedding.threshold in params"}
     else:
         labels = [e.label for e in train]
-        if cfg.prior == "evaluation":
-            prior = sum(e.label for e in evaluation) / max(1, len(evaluation))
-            why = f"reweighted to the evaluation prior {prior:.2f}"
-        elif cfg.prior == "training":
+        if cfg.prior == "generation":
             prior = sum(labels) / max(1, len(labels))
             why = f"the generation split's own prior {prior:.2f}"
         else:
             prior, why = float(cfg.prior), f"reweighted to the prior {float(cfg.prior):.2f} in params"
         threshold = best_threshold(cosine_scores(embed, train), labels, prior=prior)
-        info = {"threshold": threshold, "source": f"fitted on {len(train)} generation-split pairs, {why}"}
+        info = {
+            "mode": "threshold",
+            "threshold": threshold,
+            "source": f"fitted on {len(train)} generation-split pairs, {why}",
+        }
     return [int(s >= info["threshold"]) for s in scores], scores.tolist(), info

@@ -1,5 +1,6 @@
 """Record ``expected.json``. It was run on the code before the harness move (commit 7f5e3fd), then
-once more for issue 11's intended output changes (split, failure outcome, coverage); running it
+once more for issue 11's intended output changes (split, failure outcome, coverage) and for issue
+21's (the split by question text, the semantic judge's examples, the numerical prompts); running it
 again on later code only re-records that code's outputs, so do it only for an intended change:
 
     PYTHONPATH=$PWD python -m tests.tagging.regression.record
