@@ -17,7 +17,7 @@ import pytest
 from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging
-from tests.tagging.regression.scenario import EXPECTED, backend, config_data, read_outputs
+from tests.tagging.regression.scenario import EXPECTED, backend, config_data, portable, read_outputs
 
 
 def assert_recorded_values_equal(expected, actual, path="metrics"):
@@ -44,7 +44,7 @@ def test_text_mode_outputs_equal_the_recorded_ones(tmp_path: Path):
     runtime.close = close
     metrics = generate_tagging(cfg, root=tmp_path, runtime=runtime)
     assert closed == []  # a runtime passed in is left open
-    outputs = read_outputs(tmp_path)
+    outputs, metrics = portable(read_outputs(tmp_path)), portable(metrics)
     assert outputs["predictions"] == expected["predictions"]
     assert outputs["sft"] == expected["sft"]
     assert_recorded_values_equal(expected["metrics"], metrics)

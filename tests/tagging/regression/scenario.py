@@ -73,6 +73,17 @@ def config_data(tmp_path: Path) -> dict:
     }
 
 
+def portable(value):
+    """``value`` with this checkout's absolute path written ``<repo>`` (recorded files hold no machine's paths)."""
+    if isinstance(value, dict):
+        return {key: portable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable(item) for item in value]
+    if isinstance(value, str) and value.startswith(str(ROOT)):
+        return "<repo>" + value[len(str(ROOT)) :]
+    return value
+
+
 def read_outputs(tmp_path: Path) -> dict:
     gen = tmp_path / "generated"
 
