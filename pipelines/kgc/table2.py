@@ -97,7 +97,9 @@ def table2(metrics: Mapping[str, Any]) -> dict[str, Any]:
     team_rows = [label for label in rows if label not in single_rows and label.startswith("CooperKGC")]
     head = [label for label in rows if label not in single_rows and label not in team_rows]
     rows = {label: rows[label] for label in [*head, *single_rows, *team_rows]}
-    return {"datasets": dataset_columns(systems), "rows": rows, "reference": reference, "matching": matching, "ee": ee}
+    columns = dataset_columns(systems)
+    matching = {c["name"]: matching[c["name"]] for c in columns}  # in the columns' order
+    return {"datasets": columns, "rows": rows, "reference": reference, "matching": matching, "ee": ee}
 
 
 def matching_note(matching: Mapping[str, str]) -> str:

@@ -100,6 +100,8 @@ def test_without_simplification_round_one_peers_see_round_zero_reasons_in_json_m
         asyncio.run(team.run(messi_sentence(), trace))
         ee = next(r for r in trace.rows if r["expert"] == "ee_2" and r["round"] == 1)
         prompts[simplification] = ee["prompt"][-1]["content"]
+        first = next(r for r in trace.rows if r["expert"] == "ee_2" and r["round"] == 0)
+        assert 'Reply with JSON in this form: {"reason": "...", "events"' in first["prompt"][0]["content"]
     assert '{"entities": [{"type": "DATE", "text": "1987"}]}' in prompts[True]  # the replica: items only
     assert "1987 is a year" not in prompts[True] and "Born is the trigger" not in prompts[True]
     assert "1987 is a year, Messi a person" in prompts[False] and "Born is the trigger" in prompts[False]

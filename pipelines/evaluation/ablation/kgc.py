@@ -125,16 +125,25 @@ def table2_table(exps: Sequence[Mapping[str, Any]], *, offline: bool = False) ->
     return table
 
 
-def table3_table(exps: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *, offline: bool = False) -> Table:
-    """Table 3: team members (rows) by the English datasets (columns)."""
-    columns = english_datasets(params)
+def _team_rows(
+    exps: Sequence[Mapping[str, Any]], columns: list[str], baseline_label: str, named: Mapping[str, str]
+) -> tuple[list[list[str]], list[str], list[str]]:
+    """The baseline's CooperKGC row, then one row per experiment of ``named`` (name -> label);
+    with the experiments that ran and those that did not."""
     base = _baseline(exps)
-    rows = [["3-Agent", *[percent(_f1(base, "cooperkgc@0shot", d)) for d in columns]]]
+    rows = [[baseline_label, *[percent(_f1(base, "cooperkgc@0shot", d)) for d in columns]]]
     ran, missing = ([base["name"]] if base else []), ([] if base else ["baseline"])
-    for name, label in TABLE3.items():
+    for name, label in named.items():
         exp = _latest(exps, name)
         (ran if exp else missing).append(name)
         rows.append([label, *[percent(_f1(exp, "cooperkgc@0shot", d)) for d in columns]])
+    return rows, ran, missing
+
+
+def table3_table(exps: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *, offline: bool = False) -> Table:
+    """Table 3: team members (rows) by the English datasets (columns)."""
+    columns = english_datasets(params)
+    rows, ran, missing = _team_rows(exps, columns, "3-Agent", TABLE3)
     consistency = _latest(exps, SELF_CONSISTENCY)
     (ran if consistency else missing).append(SELF_CONSISTENCY)
     for dataset in columns:
@@ -149,13 +158,7 @@ def table3_table(exps: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *
 def figure3_table(exps: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *, offline: bool = False) -> Table:
     """Fig. 3: F1 per English dataset for each combination of knowledge backgrounds."""
     columns = english_datasets(params)
-    base = _baseline(exps)
-    rows = [["default: CoNLL++ + NYT11-HRL + ACE05", *[percent(_f1(base, "cooperkgc@0shot", d)) for d in columns]]]
-    ran, missing = ([base["name"]] if base else []), ([] if base else ["baseline"])
-    for name, label in FIG3.items():
-        exp = _latest(exps, name)
-        (ran if exp else missing).append(name)
-        rows.append([label, *[percent(_f1(exp, "cooperkgc@0shot", d)) for d in columns]])
+    rows, ran, missing = _team_rows(exps, columns, "default: CoNLL++ + NYT11-HRL + ACE05", FIG3)
     return Table("CooperKGC Fig. 3 layout: F1 with different expert knowledge backgrounds (NER + RE + EE)",
                  ["Backgrounds", *columns], rows, _note(ran, missing, offline))  # fmt: skip
 
