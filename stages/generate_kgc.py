@@ -12,8 +12,8 @@ the files listed in dvc.yaml):
 ``--shard I/N`` runs shard I of N only, into ``shards/I-of-N/`` under both output folders; merge
 the shards with ``python -m stages.merge_shards --team kgc`` (docs/runtime.md: Sharded generation).
 
-Exit codes: 0 done; 1 a missing input, an unreadable dataset file, an LLM failure or more failed
-samples than ``max_failed_share``; 2 bad params.
+Exit codes: 0 done; 1 a missing input, an unreadable dataset file or one whose gold is empty or mostly
+unknown labels, an LLM failure or more failed samples than ``max_failed_share``; 2 bad params.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def summary_line(metrics: dict) -> str:
 def _generate(cfgs: dict) -> dict:
     try:
         return generate_kgc(cfgs["kgc"])
-    except ReaderError as exc:  # a dataset file that cannot be read: file and line in the message
+    except ReaderError as exc:  # a file that cannot be read or scored (GoldError): the file in the message
         raise StageError(str(exc)) from exc
 
 

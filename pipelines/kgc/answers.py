@@ -12,8 +12,9 @@ schema-valid reply closes within the task's ``max_tokens`` instead of being cut 
   decoding as in grammar-constrained IE), or with ``team.spans: free`` any 1 to ``span_chars``
   characters; every list at most ``items`` entries (``arguments`` per event), the reason at most
   ``reason_chars`` (xgrammar counts characters and admits no escapes inside bounded strings);
-- ``reason`` is only asked for in collaboration rounds (the paper asks for reasons there; round 0
-  and the single-call baselines extract directly), and every property is required.
+- ``reason`` comes first in every answer of a team expert (Algorithm 1: every reply r_t is a
+  reasoning response that the replica simplifies away); the single-call baselines extract
+  directly; every property is required.
 
 With free spans, what the schema cannot bound (a span that does not occur in the sentence) is
 counted after parsing.
@@ -105,7 +106,7 @@ class AnswerBounds(StrictModel):
     items: int = Field(3, ge=1, description="entities / triples / events per answer")
     arguments: int = Field(2, ge=0, description="arguments per event")
     span_chars: int = Field(32, ge=1, description="characters of an entity, head, tail, trigger or argument")
-    reason_chars: int = Field(80, ge=0, description="characters of the reason of a collaboration round")
+    reason_chars: int = Field(80, ge=0, description="characters of a team expert's reason")
 
 
 DEFAULT_BOUNDS = {"en": AnswerBounds(), "zh": AnswerBounds(span_chars=10, reason_chars=24)}
@@ -195,7 +196,7 @@ def answer_schema(
 
     ``schema`` (a dataset's) turns type fields into enums and gives each event type its roles;
     ``bounds`` default to :data:`DEFAULT_BOUNDS` of the schema's language; ``reason`` adds the
-    reason field first (collaboration rounds); ``spans`` (e.g. :func:`candidate_spans` of the
+    reason field first (the team's experts); ``spans`` (e.g. :func:`candidate_spans` of the
     sentence) are the only values a span may take (None or too many: any bounded string), as one
     enum under ``$defs`` that every span field references (EE repeats the span fields in each
     event type's branch: 99 copies of the enum for the ACE schema otherwise, over OpenAI's limit of

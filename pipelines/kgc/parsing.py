@@ -224,8 +224,9 @@ FORMAT_HINT = {
 # ---------------------------------------------------------------- answer text (the simplification S)
 
 
-def answer_text(task: str, items: list[Any], *, mode: str = "text") -> str:
-    """Items in the answer format of ``mode``: the paper's tuples (``NO`` when empty) or JSON."""
+def answer_text(task: str, items: list[Any], *, mode: str = "text", reason: str | None = None) -> str:
+    """Items in the answer format of ``mode``: the paper's tuples (``NO`` when empty) or JSON
+    (with ``reason`` first when given: the form of a team expert's json answer)."""
     if mode == "json":
         key = {"ner": "entities", "re": "triples", "ee": "events"}[task]
         if task == "ner":
@@ -241,7 +242,8 @@ def answer_text(task: str, items: list[Any], *, mode: str = "text") -> str:
                 }
                 for e in items
             ]
-        return json.dumps({key: rows}, ensure_ascii=False)
+        head = {} if reason is None else {"reason": reason}
+        return json.dumps({**head, key: rows}, ensure_ascii=False)
     if not items:
         return "NO"
     if task == "ner":

@@ -1,7 +1,9 @@
 """Scores of every system per dataset (and per round), and the report files.
 
 - ``table.md``: the paper's Table 2 layout (methods x shots as rows, datasets grouped by task as
-  columns, F1 in %), then the corrections (items that appeared / disappeared between rounds).
+  columns, F1 in %, CooperKGC's gain over AutoKG; :mod:`pipelines.kgc.table2`), how each
+  dataset's gold was matched, EE trigger and argument F1, then F1 per round and the corrections
+  (items that appeared / disappeared between rounds).
 - ``per_type.md``: per-type P/R/F1 of every system's final answers, per dataset.
 - ``rounds.csv`` (DVC plot data: system, dataset, round, f1) and ``rounds.png`` (the rounds figure).
 """
@@ -17,15 +19,8 @@ from typing import Any
 from pipelines.io import atomic_open
 from pipelines.kgc.schema import Argument, Entity, Event, Triple
 from pipelines.kgc.scoring import score
+from pipelines.kgc.table2 import gain, matching_note, system_label, table2
 
-LABELS = {
-    "cooperkgc": "CooperKGC",
-    "autokg": "AutoKG",
-    "chatie": "ChatIE",
-    "coter": "CoT-ER",
-    "self_consistency": "Self-consistency",
-}
-TASK_ORDER = ("ner", "re", "ee")
 CORRECTION_KEYS = ("appeared", "appeared_correct", "appeared_from_peer", "disappeared", "disappeared_correct")
 
 
@@ -36,19 +31,20 @@ def score_systems(rows: list[dict[str, Any]], report: Any) -> dict[str, Any]:
     ``predictions`` as JSON); ``report`` the harness counts (failures, unparseable, usage)."""
     out: dict[str, Any] = {}
     for name, system in report.systems.items():
-        by_dataset: dict[str, list[tuple[list[Any], Any]]] = defaultdict(list)
-        tasks: dict[str, str] = {}
+        by_dataset: dict[str, list[tuple[list[Any], Any, str]]] = defaultdict(list)
+        tasks: dict[str, tuple[str, str]] = {}
         for row in rows:
-            tasks[row["dataset"]] = row["task"]
-            by_dataset[row["dataset"]].append((items_from_json(row["task"], row["gold"]), row["predictions"].get(name)))
+            tasks[row["dataset"]] = (row["task"], row.get("matching", "text"))
+            gold = items_from_json(row["task"], row["gold"])
+            by_dataset[row["dataset"]].append((gold, row["predictions"].get(name), row["text"]))
         datasets, totals = {}, dict.fromkeys(CORRECTION_KEYS, 0)
         for dataset, pairs_of_rows in by_dataset.items():
-            task = tasks[dataset]
-            n_rounds = max((len(p["rounds"]) for _, p in pairs_of_rows if p), default=1)
+            task, matching = tasks[dataset]
+            n_rounds = max((len(p["rounds"]) for _, p, _ in pairs_of_rows if p), default=1)
             per_round = []
             for t in range(n_rounds):
-                pairs = [(gold, items_from_json(task, _round(p, t))) for gold, p in pairs_of_rows]
-                per_round.append(score(task, pairs))
+                pairs = [(gold, items_from_json(task, _round(p, t)), text) for gold, p, text in pairs_of_rows]
+                per_round.append(score(task, pairs, matching=matching))
             final = per_round[-1]
             datasets[dataset] = {
                 "task": task,
@@ -56,7 +52,7 @@ def score_systems(rows: list[dict[str, Any]], report: Any) -> dict[str, Any]:
                 **final,
                 "f1_per_round": [r["overall"]["f1"] for r in per_round],
             }
-            for _, p in pairs_of_rows:
+            for _, p, _ in pairs_of_rows:
                 for key in CORRECTION_KEYS:
                     totals[key] += (p or {}).get("corrections", {}).get(key, 0)
         total = system.usage.get("total", {}) if isinstance(system.usage, dict) else {}
@@ -79,8 +75,12 @@ def items_from_json(task: str, items: list[dict[str, Any]]) -> list[Any]:
     if task == "re":
         return [Triple(**{**item, "qualifiers": tuple(tuple(q) for q in item.get("qualifiers", ()))}) for item in items]
     return [
-        Event(**{**item, "arguments": tuple(Argument(**a) for a in item.get("arguments", ()))}) for item in items
+        Event(**{**item, "arguments": tuple(_argument(a) for a in item.get("arguments", ()))}) for item in items
     ]
+
+
+def _argument(item: dict[str, Any]) -> Argument:
+    return Argument(**{**item, "aliases": tuple(item.get("aliases", ()))})
 
 
 def _round(prediction: dict | None, t: int) -> list[Any]:
@@ -91,32 +91,37 @@ def _round(prediction: dict | None, t: int) -> list[Any]:
     return rounds[min(t, len(rounds) - 1)]
 
 
-def _label(system: str) -> str:
-    method, _, shots = system.partition("@")
-    return f"{LABELS.get(method, method)} ({shots.replace('shot', '-shot')})" if shots else LABELS.get(method, method)
-
-
 def table_markdown(metrics: dict[str, Any]) -> str:
-    """Table 2 layout: rows = systems, columns = datasets grouped NER | RE | EE, F1 in %."""
-    systems = metrics["systems"]
-    datasets: dict[str, str] = {}
-    for system in systems.values():
-        for name, d in system["datasets"].items():
-            datasets.setdefault(name, d["task"])
-    columns = [n for task in TASK_ORDER for n, t in datasets.items() if t == task]
-    head = "| Model | " + " | ".join(f"{datasets[c].upper()}: {c}" for c in columns) + " |"
+    """Table 2 layout (:func:`pipelines.kgc.table2.table2`): rows = systems, columns = datasets
+    grouped NER | RE | EE, F1 in %, CooperKGC's gain over AutoKG in parentheses; then EE trigger
+    and argument F1, F1 per round and the corrections."""
+    section = table2(metrics)
+    columns, rows, reference = section["datasets"], section["rows"], section["reference"]
+    head = "| Model | " + " | ".join(f"{c['task']}: {c['name']}" for c in columns) + " |"
     lines = [head, "|" + "---|" * (len(columns) + 1)]
-    for name, system in systems.items():
-        cells = [
-            f"{100 * system['datasets'][c]['overall']['f1']:.1f}" if c in system["datasets"] else "-" for c in columns
-        ]
-        lines.append(f"| {_label(name)} | " + " | ".join(cells) + " |")
+    for label, scores in rows.items():
+        base = rows.get(reference.get(label, ""), {})
+        cells = [gain(scores.get(c["name"]), base.get(c["name"])) for c in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "In parentheses: CooperKGC's gain over AutoKG at the same shots (the paper's Table 2); "
+              "Single expert: the team's round 0, each expert alone.", "",
+              f"Gold matched: {matching_note(section['matching'])}; EE cells are argument F1."]
+    if section["ee"]:
+        ee_columns = [c["name"] for c in columns if c["task"] == "EE"]
+        lines += ["", "EE, trigger and argument F1:", ""]
+        lines.append("| Model | " + " | ".join(f"{n} trigger | {n} argument" for n in ee_columns) + " |")
+        lines.append("|" + "---|" * (2 * len(ee_columns) + 1))
+        for label, by_dataset in section["ee"].items():
+            cells = [f"{100 * by_dataset[n][k]:.1f}" if n in by_dataset else "-" for n in ee_columns
+                     for k in ("trigger", "argument")]  # fmt: skip
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    systems = metrics["systems"]
     lines += ["", "F1 per round (CooperKGC; round 0 = each expert alone):", ""]
     for name, system in systems.items():
         for dataset, d in system["datasets"].items():
             if len(d["f1_per_round"]) > 1:
                 lines.append(
-                    f"- {_label(name)}, {dataset}: " + " -> ".join(f"{100 * f:.1f}" for f in d["f1_per_round"])
+                    f"- {system_label(name)}, {dataset}: " + " -> ".join(f"{100 * f:.1f}" for f in d["f1_per_round"])
                 )
     lines += ["", "Corrections between rounds (items of the scored expert):", ""]
     lines.append("| Model | appeared | of them gold | seen in a peer's replica | disappeared | of them gold |")
@@ -124,7 +129,7 @@ def table_markdown(metrics: dict[str, Any]) -> str:
     for name, system in systems.items():
         if name.startswith("cooperkgc"):
             c = system["corrections"]
-            lines.append(f"| {_label(name)} | " + " | ".join(str(c[k]) for k in CORRECTION_KEYS) + " |")
+            lines.append(f"| {system_label(name)} | " + " | ".join(str(c[k]) for k in CORRECTION_KEYS) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +138,7 @@ def per_type_markdown(metrics: dict[str, Any]) -> str:
     for name, system in metrics["systems"].items():
         for dataset, d in system["datasets"].items():
             lines += [
-                f"### {_label(name)} — {dataset} ({d['task'].upper()})",
+                f"### {system_label(name)} — {dataset} ({d['task'].upper()})",
                 "",
                 "| type | P | R | F1 | gold | predicted |",
                 "|---|---|---|---|---|---|",
@@ -189,7 +194,7 @@ def write_rounds_plot(path: Path, rows: list[dict[str, Any]]) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     curves: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for row in rows:
-        curves[f"{_label(row['system'])} {row['dataset']}"].append((row["round"], 100 * row["f1"]))
+        curves[f"{system_label(row['system'])} {row['dataset']}"].append((row["round"], 100 * row["f1"]))
     for label, points in curves.items():
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
     ax.set_xlabel("round")

@@ -32,7 +32,7 @@ from pipelines.kgc.datasets import load_dataset, split_sample
 from pipelines.kgc.demos import DemoSelector
 from pipelines.kgc.report import score_systems, write_reports
 from pipelines.kgc.schema import SCHEMA_DIR, Schema, Sentence, load_schema
-from pipelines.kgc.scoring import corrections, score
+from pipelines.kgc.scoring import corrections, score_sentence
 from pipelines.kgc.sft import sft_row_for
 from pipelines.kgc.team import CooperKGC, TeamResult
 from pipelines.llm.client import LLMRuntime
@@ -168,7 +168,7 @@ def team_worker(team: CooperKGC):
         result = await team.run(sentence, trace)
         peers = [[a.replica for name, a in r.items() if name != result.primary] for r in result.rounds]
         result.corrections = corrections(sentence.task, sentence.gold(), result.items_per_round(), peers)
-        final = score(sentence.task, [(sentence.gold(), result.final.items)])["overall"]
+        final = score_sentence(sentence, result.final.items)["overall"]
         result.final_f1 = final["f1"]
         exact = final["tp"] == final["pred"] == final["gold"]
         trace.add_result(
@@ -216,6 +216,7 @@ async def _generate(
             "task": s.task,
             "language": s.language,
             "text": s.text,
+            "matching": s.matching,
             "gold": to_jsonable(s.gold()),
             "predictions": to_jsonable(preds),
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,10 +40,13 @@ class Triple:
 
 @dataclass(frozen=True)
 class Argument:
+    """``aliases``: other forms of a gold argument that count as it (DuEE's ``alias`` field)."""
+
     role: str
     text: str
     start: int = -1
     end: int = -1
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,8 @@ class Event:
 
 @dataclass
 class Sentence:
-    """One annotated sentence; ``id`` is ``<dataset>:<line or index>``."""
+    """One annotated sentence; ``id`` is ``<dataset>:<line or index>``; ``matching``: how its items
+    are scored (``offsets`` | ``text`` | ``word``, set by the reader; see :mod:`pipelines.kgc.matching`)."""
 
     id: str
     dataset: str
@@ -66,6 +71,7 @@ class Sentence:
     entities: list[Entity] = field(default_factory=list)
     triples: list[Triple] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    matching: str = "text"
 
     def gold(self) -> list[Any]:
         return {"ner": self.entities, "re": self.triples, "ee": self.events}[self.task]
@@ -74,7 +80,8 @@ class Sentence:
 @dataclass(frozen=True)
 class Schema:
     """Types of one dataset. ``relations``: name -> (head type, tail type); ``events``: type -> roles;
-    ``aliases``: label spellings in the files mapped to schema names (e.g. MSRA ``NR`` -> ``PER``)."""
+    ``aliases``: label spellings in the files mapped to schema names (e.g. MSRA ``NR`` -> ``PER``,
+    NYT11-HRL ``place lived`` -> ``/people/person/place_lived``)."""
 
     name: str
     task: Task
@@ -89,7 +96,18 @@ class Schema:
         return list({"ner": self.entity_types, "re": self.relations, "ee": self.events}[self.task])
 
     def label(self, raw: str) -> str:
-        return self.aliases.get(raw, raw)
+        """The schema's name for a label as a file spells it: the label itself, its alias, or the
+        alias or name it equals ignoring case, spaces, ``_`` and ``-`` (``Place_Lived``); else ``raw``."""
+        if raw in self.aliases:
+            return self.aliases[raw]
+        return self._loose_labels.get(_loose(raw), raw)
+
+    @cached_property
+    def _loose_labels(self) -> dict[str, str]:
+        names = [*self.entity_types, *self.relations, *self.events, *(r for rs in self.events.values() for r in rs)]
+        table = {_loose(name): name for name in names}
+        table.update({_loose(alias): name for alias, name in self.aliases.items()})
+        return table
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +131,10 @@ class Schema:
             events={k: tuple(v) for k, v in data.get("events", {}).items()},
             aliases=dict(data.get("aliases", {})),
         )
+
+
+def _loose(label: str) -> str:
+    return " ".join(str(label).replace("_", " ").replace("-", " ").split()).casefold()
 
 
 def load_schema(name_or_path: str | Path) -> Schema:

@@ -1,17 +1,16 @@
 """Strict micro-F1 for NER, RE and EE, overall and per type.
 
-An item is a key; a sentence's gold and predicted items are sets of keys (duplicates count once);
-true positives are the keys in both. Counts add up over sentences (micro averaging); an empty
-prediction adds gold items only (recall 0, no error), and 0/0 is 0.
+A sentence's gold and predicted items become keys (:mod:`pipelines.kgc.matching`: by character
+offsets where the dataset has them, by text otherwise, word-level for DuEE); true positives are the
+keys in both (word-level: the sum of the matched scores). Counts add up over sentences (micro
+averaging); an empty prediction adds gold items only (recall 0, no error), and 0/0 is 0.
 
-- NER: ``(type, span)``; span = character offsets when both sides have them (BIO input, as seqeval
-  scores), else the normalised text.
+- NER: ``(type, span)`` (equals seqeval on BIO files when scored by offsets).
 - RE: ``(head, relation, tail)`` on normalised text (the main triple; DuIE qualifiers are kept in
   the data but not scored).
-- EE: triggers ``("trigger", event type, trigger)`` and arguments ``("argument", event type, role,
-  argument)``, pooled for the headline F1 and also reported apart (``trigger``, ``argument``).
-
-Normalisation (:func:`norm`): whitespace runs become one space, ends are stripped, case is folded.
+- EE: triggers ``(event type, trigger)`` and arguments ``(event type, role, argument)``, reported
+  apart (``trigger``, ``argument``); the headline (``overall``, ``per_type``) is the argument
+  score, as the papers' EE F1 (an argument counts only with its event type and role right).
 """
 
 from __future__ import annotations
@@ -21,23 +20,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.kgc.schema import Entity, Event, Triple
+from pipelines.kgc.matching import keys, norm, word_items, word_matches
 
-
-def norm(text: str) -> str:
-    return " ".join(str(text).split()).casefold()
+__all__ = ["Counts", "corrections", "item_keys", "norm", "score", "score_sentence"]
 
 
 @dataclass
 class Counts:
-    tp: int = 0
+    tp: float = 0  # a float under word-level matching
     pred: int = 0
     gold: int = 0
 
-    def add(self, gold: set, pred: set) -> None:
-        self.tp += len(gold & pred)
-        self.pred += len(pred)
-        self.gold += len(gold)
+    def merge(self, other: Counts) -> None:
+        self.tp += other.tp
+        self.pred += other.pred
+        self.gold += other.gold
 
     @property
     def precision(self) -> float:
@@ -63,54 +60,74 @@ class Counts:
         }
 
 
-def item_keys(task: str, items: Iterable[Any], *, offsets: bool = False) -> set[tuple]:
-    """The scored keys of ``items`` (Entity / Triple / Event) for ``task``."""
-    keys: set[tuple] = set()
-    for item in items:
-        if task == "ner":
-            assert isinstance(item, Entity)
-            keys.add(("entity", item.type, (item.start, item.end) if offsets else norm(item.text)))
-        elif task == "re":
-            assert isinstance(item, Triple)
-            keys.add(("triple", norm(item.head), item.relation, norm(item.tail)))
-        elif task == "ee":
-            assert isinstance(item, Event)
-            keys.add(("trigger", item.type, norm(item.trigger)))
-            keys.update(("argument", item.type, a.role, norm(a.text)) for a in item.arguments)
-        else:
-            raise ValueError(f"unknown task {task!r}; use ner, re or ee")
-    return keys
+def item_keys(task: str, items: Iterable[Any]) -> set[tuple]:
+    """The text keys of ``items`` (Entity / Triple / Event): what corrections and SFT filtering compare."""
+    return keys(task, items)
 
 
 def _type_of(key: tuple) -> str:
     return key[2] if key[0] == "triple" else key[1]
 
 
-def score(task: str, pairs: Iterable[tuple[Iterable[Any], Iterable[Any]]], *, offsets: bool = False) -> dict[str, Any]:
-    """Micro P/R/F1 over ``(gold items, predicted items)`` pairs, one pair per sentence.
+def _headline(task: str, kind: str) -> bool:
+    return task != "ee" or kind == "argument"
 
-    Returns ``{"overall", "per_type": {type: ...}, "sentences"}`` and for EE also ``trigger`` and
-    ``argument``; each score is :meth:`Counts.to_dict`.
+
+def _sentence_counts(task: str, gold_items, pred_items, text: str | None, matching: str):
+    """``{(kind, type): Counts}`` of one sentence (kind: entity | triple | trigger | argument)."""
+    out: dict[tuple[str, str], Counts] = defaultdict(Counts)
+    if matching == "word" and task == "ee":
+        gold, pred = word_items(gold_items), word_items(pred_items)
+        for kind, group, _ in gold:
+            out[(kind, group[0])].gold += 1
+        for kind, group, _ in pred:
+            out[(kind, group[0])].pred += 1
+        for _, j, value in word_matches(gold, pred):
+            out[(pred[j][0], pred[j][1][0])].tp += value
+        return out
+    gold = keys(task, gold_items, sentence=text, matching=matching)
+    pred = keys(task, pred_items, sentence=text, matching=matching)
+    for key in gold | pred:
+        counts = out[(key[0], _type_of(key))]
+        counts.gold += key in gold
+        counts.pred += key in pred
+        counts.tp += key in gold and key in pred
+    return out
+
+
+def score(task: str, pairs: Iterable[tuple], *, matching: str = "text") -> dict[str, Any]:
+    """Micro P/R/F1 over one ``(gold items, predicted items[, sentence text])`` per sentence.
+
+    ``matching``: ``offsets`` (needs the sentence text to place answers without offsets), ``text``
+    or ``word`` (EE only; see :mod:`pipelines.kgc.matching`). Returns ``{"overall", "per_type":
+    {type: ...}, "sentences", "matching"}`` and for EE also ``trigger`` and ``argument``; each
+    score is :meth:`Counts.to_dict`.
     """
     overall, parts = Counts(), defaultdict(Counts)
     per_type: dict[str, Counts] = defaultdict(Counts)
     sentences = 0
-    for gold_items, pred_items in pairs:
+    for pair in pairs:
+        gold_items, pred_items, text = (*pair, None)[:3]
         sentences += 1
-        gold, pred = item_keys(task, gold_items, offsets=offsets), item_keys(task, pred_items, offsets=offsets)
-        overall.add(gold, pred)
-        for kind in ("trigger", "argument") if task == "ee" else ():
-            parts[kind].add({k for k in gold if k[0] == kind}, {k for k in pred if k[0] == kind})
-        for name in {_type_of(k) for k in gold | pred}:
-            per_type[name].add({k for k in gold if _type_of(k) == name}, {k for k in pred if _type_of(k) == name})
+        for (kind, name), counts in _sentence_counts(task, gold_items, pred_items, text, matching).items():
+            parts[kind].merge(counts)
+            if _headline(task, kind):
+                overall.merge(counts)
+                per_type[name].merge(counts)
     result: dict[str, Any] = {
         "overall": overall.to_dict(),
         "per_type": {name: per_type[name].to_dict() for name in sorted(per_type)},
         "sentences": sentences,
+        "matching": matching,
     }
     for kind in ("trigger", "argument") if task == "ee" else ():
         result[kind] = parts[kind].to_dict()
     return result
+
+
+def score_sentence(sentence: Any, items: Iterable[Any]) -> dict[str, Any]:
+    """:func:`score` of one :class:`Sentence` against ``items``, under the sentence's own matching."""
+    return score(sentence.task, [(sentence.gold(), list(items), sentence.text)], matching=sentence.matching)
 
 
 def _mention(key: tuple) -> str:

@@ -12,7 +12,8 @@ Which answers become rows (``kgc.sft``):
 - ``keep: answer``: the whole final answer when its sentence F1 is at least ``min_f1`` (an empty
   answer only when gold is empty too).
 
-Both require sentence F1 >= ``min_f1``.
+Both require sentence F1 >= ``min_f1``. A json target has the answer form the round-0 prompt asks
+for, with an empty ``reason`` first (the team's answer schema requires the field).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def sft_row_for(
     items = correct_items(sentence.task, gold, answer) if keep == "correct" else list(answer)
     if not items and (gold or answer):
         return None
-    messages = [*first.prompt, {"role": "assistant", "content": answer_text(sentence.task, items, mode=mode)}]
+    target = answer_text(sentence.task, items, mode=mode, reason="" if mode == "json" else None)
+    messages = [*first.prompt, {"role": "assistant", "content": target}]
     meta = {
         "task": sentence.task,
         "dataset": sentence.dataset,

@@ -4,7 +4,13 @@
     round 1..N:   every expert revises with the others'  r_t^i = F(X | D_{t-1}^i | P_v | P_o, P_t, P_c)
                   replicas of round t-1 and its own last answer
     replica:      d_t^i = S(r_t^i): the schema-conforming items of the reply, in the answer format,
-                  without the reasoning (``simplification: false`` passes the raw reply instead)
+                  without the reasoning (``simplification: false`` passes the raw reply instead:
+                  its reasoning, its items outside the schema and its malformed tuples)
+
+Every reply r_t, round 0's too, is a reasoning response that S simplifies (Algorithm 1 applies S
+to r_0): in json mode every expert call's answer schema starts with a bounded ``reason``; in text
+mode round 0 keeps the paper's prompt (a free reply may reason before its tuples), and
+collaboration rounds ask for "credible reasons" as the paper's P_v does.
     final:        the items of the last round that keep the output format and the schema; items
                   that break them are dropped and counted (``malformed``, ``dropped``)
 
@@ -179,14 +185,14 @@ class CooperKGC:
             raise ValueError(f"the {sentence.language} team has no {sentence.task} expert for {sentence.id}")
         return experts, primary
 
-    def _agent(self, expert: Expert, *, reason: bool):
-        key = (expert.task, expert.schema.name, reason)
+    def _agent(self, expert: Expert):
+        key = (expert.task, expert.schema.name)
         if key not in self._agents:
             self._agents[key] = make_expert(
                 expert.task,
                 expert.schema,
                 bounds=bounds_for(expert.schema.language, self.cfg.bounds),
-                reason=reason,
+                reason=True,
                 spans=self.spans,
                 max_attempts=self.cfg.max_attempts,
                 retry_temperature=self.cfg.retry_temperature,
@@ -208,9 +214,9 @@ class CooperKGC:
     async def ask(
         self, expert: Expert, sentence: Sentence, trace: SampleTrace, *, round: int, vars: dict, **extra
     ) -> ExpertRound:
-        """One expert call, parsed and filtered to its schema; its trace row is added. Collaboration
-        rounds (``round > 0``) ask for a reason, round 0 for the extraction only."""
-        record = await self._agent(expert, reason=round > 0).run(
+        """One expert call (its answer gives its reasons, in every round), parsed and filtered to
+        its schema; its trace row is added."""
+        record = await self._agent(expert).run(
             self.llm(expert),
             vars,
             sample_index=extra.pop("sample_index", 0),
@@ -249,6 +255,7 @@ class CooperKGC:
             "language": sentence.language,
             "background": self.cfg.background,
             "type_names": self.mode == "json" and self.cfg.json_types == "names",
+            "reason": True,  # every reply reasons; the replica drops it (Algorithm 1: d_0 = S(r_0))
         }
         demos = {e.name: self.demonstrations(e, sentence) for e in experts}
         first = await asyncio.gather(

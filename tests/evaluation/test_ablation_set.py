@@ -49,7 +49,7 @@ def test_every_override_validates_against_its_team_config(ablation, tmp_path):
 
 def test_the_set_covers_the_papers_ablations(tmp_path):
     names = [a.name for a in ABLATIONS]
-    assert len(set(names)) == len(names) == 4 + 5 + 2 + 2
+    assert len(set(names)) == len(names) == 4 + 5 + 2 + 8 + 2  # kgc: rounds, 2 switches, 8 for Tables 2, 3, Fig. 3
     ram2c = {a.name: load_section("ram2c", Ram2cConfig, _apply(tmp_path / a.name, list(a.overrides)))
              for a in ABLATIONS if a.team == "ram2c" and (tmp_path / a.name).mkdir() is None}  # fmt: skip
     assert [g.name for g in ram2c["ram2c-no-p-e"].active_groups()] == ["T"]

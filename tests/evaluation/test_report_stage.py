@@ -46,11 +46,11 @@ def test_report_from_every_input(tmp_path, monkeypatch):
         "| Recall | Base | smollm2-135m-instruct | 50.0 | 50.0 | **100.0** |",
         "| F1-score | Base | smollm2-135m-instruct | 50.0 | 66.7 | **80.0** |",
         "| Coverage | Base | smollm2-135m-instruct | 100.0 | 75.0 | 100.0 |",
-        # CooperKGC Table 2: round 0 is the single-expert row, the team's gain over it in brackets
+        # CooperKGC Table 2: AutoKG, round 0 as the single-expert row, the team's gain over AutoKG in brackets
         "| Model | conllpp | nyt11_hrl | ace05 |",
-        "| Single expert (0-shot) | 50.0 | 25.0 | 20.0 |",
-        "| CooperKGC (0-shot) | 75.0 (+25.0) | 25.0 (+0.0) | 40.0 (+20.0) |",
         "| AutoKG (0-shot) | 50.0 | 0.0 | 10.0 |",
+        "| Single expert (0-shot) | 50.0 | 25.0 | 20.0 |",
+        "| CooperKGC (0-shot) | 75.0 (+25.0) | 25.0 (+25.0) | 40.0 (+30.0) |",
         "| CooperKGC (0-shot) · conllpp | 50.0 | 75.0 |",
         # RAM2C generation: 3 dialogues, one failed; group reflection per group
         "| 3 | 2 | 1 | 1 | too_long 1 | 19.0 | 1650 | 300 | 120 |",

@@ -189,3 +189,39 @@ def test_shared_duie_sample_counts():
     for row in rows:  # every subject type of the sample agrees with the bundled schema
         for spo in row["spo_list"]:
             assert schema.relations[spo["predicate"]][0] == spo["subject_type"]
+
+
+def _schema_without_aliases(tmp_path: Path) -> Path:
+    data = load_schema("nyt11_hrl").to_dict()
+    data["aliases"] = {}
+    path = tmp_path / "nyt_paths_only.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_english_nyt_labels_read_through_the_schema_aliases():
+    data = load("nyt11_hrl", "nyt11_hrl", FIX / "nyt11_hrl_english.jsonl")
+    assert (data.files[0].items, data.files[0].unknown_labels) == (14, 0)
+    assert load_schema("nyt11_hrl").label("Place_Lived") == "/people/person/place_lived"  # case, _ and - ignored
+
+
+def test_mostly_unknown_labels_stop_with_the_file_the_labels_and_the_fix(tmp_path):
+    from pipelines.kgc.datasets import GoldError
+
+    with pytest.raises(GoldError) as caught:
+        schema = str(_schema_without_aliases(tmp_path))
+        load("nyt11_hrl", "nyt11_hrl", FIX / "nyt11_hrl_english.jsonl", schema_name=schema)
+    message = str(caught.value)
+    assert message.startswith(f"{FIX / 'nyt11_hrl_english.jsonl'}: dataset nyt11_hrl: 14 gold labels are not in schema")
+    assert "'location contains' x2" in message and "'country of administrative divisions' x2" in message
+    assert "/location/location/contains" in message  # what the schema knows
+    assert "kgc.datasets[].schema_name" in message and '"aliases"' in message  # the fix
+
+
+def test_a_file_without_gold_is_an_error(tmp_path):
+    from pipelines.kgc.datasets import GoldError
+
+    empty = tmp_path / "no_gold.jsonl"
+    empty.write_text(json.dumps({"sentText": " A sentence . ", "relationMentions": []}) + "\n", encoding="utf-8")
+    with pytest.raises(GoldError, match=r"no_gold.jsonl: dataset n: 1 sentences but no gold item; check .*nyt11_hrl"):
+        load("nyt11_hrl", "n", empty)

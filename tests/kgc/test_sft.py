@@ -46,7 +46,9 @@ HALF = [Entity("PER", "Lionel Messi"), Entity("ORG", "born")]  # one right, one 
 def test_keep_correct_writes_only_the_correct_extractions():
     row = sft_row_for(_sentence(GOLD), _result(HALF), min_f1=0.0, f1=0.5, mode="json", keep="correct")
     assert row["messages"][:2] == PROMPT
-    assert json.loads(row["messages"][-1]["content"]) == {"entities": [{"type": "PER", "text": "Lionel Messi"}]}
+    target = json.loads(row["messages"][-1]["content"])
+    assert target == {"reason": "", "entities": [{"type": "PER", "text": "Lionel Messi"}]}
+    assert list(target) == ["reason", "entities"]  # the order the team's answer schema asks for
     assert row["meta"]["kept_items"] == 1 and row["meta"]["answer_items"] == 2 and row["meta"]["keep"] == "correct"
     text = sft_row_for(_sentence(GOLD), _result(HALF), min_f1=0.0, f1=0.5, mode="text", keep="correct")
     assert text["messages"][-1]["content"] == "[(PER, Lionel Messi)]"

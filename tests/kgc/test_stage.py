@@ -164,3 +164,22 @@ def test_one_shot_demonstrations_are_the_nearest_by_minilm(tmp_path, monkeypatch
     for prompt in shown:  # the demonstration is another sentence, with its gold answer in the paper's format
         demo, sentence = prompt.split("\n")[1], prompt.split("\n\n")[-1].split("\n")[0]
         assert demo != sentence and prompt.split("\n")[2].startswith("Answer: ")
+
+
+def test_a_dataset_of_unknown_labels_fails_the_stage(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    schema = json.loads((ROOT / "pipelines/kgc/schemas/nyt11_hrl.json").read_text())
+    schema["aliases"] = {}
+    (tmp_path / "paths_only.json").write_text(json.dumps(schema))
+    english = ROOT / "tests/kgc/fixtures/nyt11_hrl_english.jsonl"
+    params = write_params(tmp_path, systems="[autokg]")
+    params.write_text(
+        params.read_text().replace(
+            f"files: [{DEMO / 're_en.nyt.jsonl'}], sample: 3",
+            f"files: [{english}], schema_name: {tmp_path / 'paths_only.json'}, sample: 3",
+        )
+    )
+    assert main(["--params", str(params)]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {english}: dataset nyt11_hrl: 14 gold labels are not in schema nyt11_hrl" in err
+    assert not (tmp_path / "reports/generate_kgc/metrics.json").exists()  # no F1 on empty gold

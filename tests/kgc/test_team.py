@@ -86,6 +86,27 @@ def test_without_simplification_peers_see_the_raw_reply():
     assert "Time argument" not in ner_round2["prompt"][-1]["content"]
 
 
+def test_without_simplification_round_one_peers_see_round_zero_reasons_in_json_mode():
+    """With the default single collaboration round, the ablation changes what the experts receive:
+    round 0's replies reason (json mode asks for it) and only the simplified replica drops it."""
+    ner = '{"reason": "1987 is a year, Messi a person", "entities": [{"type": "DATE", "text": "1987"}]}'
+    rules = [(r"The named entity", ner), (r"The relation extraction", '{"reason": "no pair", "triples": []}'),
+             (r".", '{"reason": "Born is the trigger", "events": []}')]  # fmt: skip
+    prompts = {}
+    for simplification in (True, False):
+        team = CooperKGC(llm_for(ScriptedBackend(rules)), TeamConfig(members=MEMBERS, rounds=1,
+                         simplification=simplification), SCHEMAS, mode="json")  # fmt: skip
+        trace = SampleTrace("s")
+        asyncio.run(team.run(messi_sentence(), trace))
+        ee = next(r for r in trace.rows if r["expert"] == "ee_2" and r["round"] == 1)
+        prompts[simplification] = ee["prompt"][-1]["content"]
+        first = next(r for r in trace.rows if r["expert"] == "ee_2" and r["round"] == 0)
+        assert 'Reply with JSON in this form: {"reason": "...", "events"' in first["prompt"][0]["content"]
+    assert '{"entities": [{"type": "DATE", "text": "1987"}]}' in prompts[True]  # the replica: items only
+    assert "1987 is a year" not in prompts[True] and "Born is the trigger" not in prompts[True]
+    assert "1987 is a year, Messi a person" in prompts[False] and "Born is the trigger" in prompts[False]
+
+
 def test_background_switch_drops_opening_statement_keeps_schema():
     _, with_bg, _ = run_team(TeamConfig(members=MEMBERS, rounds=0), messi_sentence())
     _, without, _ = run_team(TeamConfig(members=MEMBERS, rounds=0, background=False), messi_sentence())
@@ -139,7 +160,8 @@ def test_json_mode_sends_the_schema_and_parses_the_answer_model():
     assert result.final.items[0].arguments[0].text == "1987" and result.failed == 0
     assert all(r["mode"] == "json" for r in trace.rows) and len(seen) == 6
     ee = [s for s in seen if "events" in s["properties"]]
-    assert len(ee) == 2 and [list(s["properties"]) for s in ee] == [["events"], ["reason", "events"]]  # round 0, 1
+    # every round reasons first (Algorithm 1 simplifies r_0 as well as the later replies)
+    assert len(ee) == 2 and [list(s["properties"]) for s in ee] == [["reason", "events"], ["reason", "events"]]
     branches = ee[0]["properties"]["events"]["items"]["anyOf"]
     assert [b["properties"]["event_type"]["const"] for b in branches] == list(SCHEMAS["ace05"].events)
     born = next(b for b in branches if b["properties"]["event_type"]["const"] == "Life:Be-Born")

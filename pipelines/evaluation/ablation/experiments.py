@@ -9,7 +9,8 @@ Every experiment is ``dvc exp run --queue -n <name> -S <override> ...`` on the w
 a variant's data also trains and is measured downstream (stages whose inputs did not change are
 restored, not rerun). The set (:data:`ABLATIONS`): RAM2C without P, without E, without P and E,
 one expert per group (its Table 3); CooperKGC after 0-4 rounds, without simplification, without
-background (its ablations); the tagging team vs the single LLM as the only system. The tables
+background (its ablations), and the runs behind its Table 2, Table 3 and Fig. 3
+(:mod:`pipelines.evaluation.ablation.kgc`); the tagging team vs the single LLM as the only system. The tables
 read ``dvc exp show --json`` (:mod:`pipelines.evaluation.ablation.tables`): one per paper, the baseline
 commit and its experiments, the switched params and the metrics with their change.
 """
@@ -27,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from pipelines.evaluation.ablation.kgc import PAPER_EXPERIMENTS as KGC_PAPER_EXPERIMENTS
+from pipelines.evaluation.ablation.kgc import kgc_paper_tables
 from pipelines.evaluation.ablation.tables import ablation_table, experiments
 from pipelines.evaluation.report.render import table_markdown
 from pipelines.io import atomic_open
@@ -51,10 +54,12 @@ ABLATIONS: tuple[Ablation, ...] = (
     ),
     Ablation("kgc-no-simplification", "kgc", ("kgc.team.simplification=false",), "replicas are the raw replies"),
     Ablation("kgc-no-background", "kgc", ("kgc.team.background=false",), "no expert background statement"),
+    *(Ablation(name, "kgc", overrides, what) for name, overrides, what in KGC_PAPER_EXPERIMENTS),
     Ablation("tagging-team-only", "tagging", ("tagging.systems=[team]",), "the multi-agent team alone"),
     Ablation("tagging-single-llm", "tagging", ("tagging.systems=[single_llm]",), "the single LLM alone"),
 )
 
+KGC_PAPER_NAMES = {name for name, _, _ in KGC_PAPER_EXPERIMENTS}
 EVALUATE = "reports/evaluate/metrics.json"
 HTS = EVALUATE + ":tutoring.hts.tables.1.rows.*.{}.score"  # Table 1 row (tuned vs base) of the experiment
 
@@ -81,6 +86,7 @@ def table_specs(params: Mapping[str, Any]) -> list[dict[str, Any]]:
          "metrics": [("Pairs kept", ram2c + "pairs_kept"), ("Chosen chars", ram2c + "mean_chars_chosen"),
                      ("H", HTS.format("humanized")), ("T", HTS.format("teaching")), ("S", HTS.format("safety"))]},
         {"team": "kgc", "title": "CooperKGC ablations (rounds, simplification, background)",
+         "only": [a.name for a in ABLATIONS if a.team == "kgc" and a.name not in KGC_PAPER_NAMES],
          "params": ["kgc.team.rounds", "kgc.team.simplification", "kgc.team.background"],
          "metrics": [*kgc_metrics, ("SFT rows", kgc_file + "sft_rows")]},
         {"team": "tagging", "title": "Knowledge tagging: team vs single LLM",
@@ -97,12 +103,14 @@ def ablation_tables(show: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
     names = {a.name: a.team for a in ABLATIONS}
     parts = ["# Ablations (dvc experiments)", ""]
     for spec in table_specs(params):
-        chosen = [e for e in exps if e["baseline"] or names.get(e["name"]) == spec["team"]]
+        shown = spec.get("only") or [a.name for a in ABLATIONS if a.team == spec["team"]]
+        chosen = [e for e in exps if e["baseline"] or (names.get(e["name"]) == spec["team"] and e["name"] in shown)]
         provenance = {"data": "each experiment's own pipeline run (dvc exp show --json)",
-                      "experiments": ", ".join(a.name for a in ABLATIONS if a.team == spec["team"])}  # fmt: skip
+                      "experiments": ", ".join(shown)}  # fmt: skip
         table = ablation_table(chosen, params=spec["params"], metrics=spec["metrics"], title=spec["title"],
                                provenance=provenance, offline=offline)  # fmt: skip
         parts.append(table_markdown(table))
+    parts += [table_markdown(t) for t in kgc_paper_tables(exps, params, offline=offline)]
     return "\n".join(parts)
 
 

@@ -65,7 +65,7 @@ def sentence_counts(folder: Path) -> dict[str, dict[str, int]]:
         prediction = row["predictions"].get(SYSTEM) or {}
         final = prediction.get("rounds", [[]])[-1] if prediction.get("rounds") else []
         gold, predicted = (items_from_json(row["task"], items) for items in (row["gold"], final))
-        overall = score(row["task"], [(gold, predicted)])["overall"]
+        overall = score(row["task"], [(gold, predicted, row["text"])], matching=row.get("matching", "text"))["overall"]
         out[row["id"]] = {k: overall[k] for k in ("tp", "pred", "gold")}
     return out
 

@@ -8,7 +8,8 @@ Inputs (the keys each stage really writes):
   {system: {"overall": {accuracy, precision, recall, f1, ...}, "backbone", ...}}, ...}``
 - ``generate_kgc``: ``{"n_evaluated", "output_mode", "rounds", "datasets": {name: {"task",
   "language", "fallback", "evaluated", "pool"}}, "systems": {"<method>@<k>shot": {"datasets":
-  {name: {"task", "overall": {"f1", ...}, "f1_per_round": [...]}}, ...}}}`` and ``rounds.csv``
+  {name: {"task", "matching", "overall": {"f1", ...}, "f1_per_round": [...], "trigger"?, "argument"?}},
+  ...}}}`` and ``rounds.csv``
   (``system, dataset, round, f1``)
 - ``generate_ram2c``: ``{"books", "passages", "dialogues", "turns", "pairs_kept", "pairs_dropped",
   "dropped_by_reason", "groups_run", "experts_per_group", "selection", "groups": {name: {...}},
@@ -27,12 +28,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelines.kgc.table2 import matching_note, system_label, table2
 from pipelines.llm.config import LLMConfig, RoleSamplingConfig
 from pipelines.llm.shared import inherit, shared_section
-
-KGC_LABELS = {"cooperkgc": "CooperKGC", "autokg": "AutoKG", "chatie": "ChatIE", "coter": "CoT-ER",
-              "self_consistency": "Self-consistency"}  # fmt: skip
-TASK_ORDER = ("ner", "re", "ee")
 
 
 def _short(model: str) -> str:
@@ -105,44 +103,26 @@ def tagging_section(metrics: Mapping[str, Any], *, models: str | None = None) ->
     return {"models": rows, "provenance": provenance, "failure_outcome": metrics.get("failure_outcome")}
 
 
-def _kgc_label(system: str) -> str:
-    method, _, shots = system.partition("@")
-    name = KGC_LABELS.get(method, method)
-    return f"{name} ({shots.replace('shot', '-shot')})" if shots else name
-
-
 def read_rounds_csv(path: Path) -> dict[str, list[float]]:
     """``rounds.csv`` -> ``{"<system> · <dataset>": [f1 at round 0, 1, ...]}``."""
     series: dict[str, dict[int, float]] = {}
     with open(path, encoding="utf-8", newline="") as handle:
         for row in csv.DictReader(handle):
-            key = f"{_kgc_label(row['system'])} · {row['dataset']}"
+            key = f"{system_label(row['system'])} · {row['dataset']}"
             series.setdefault(key, {})[int(row["round"])] = float(row["f1"])
     return {k: [v[r] for r in sorted(v)] for k, v in series.items()}
 
 
 def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | None = None) -> dict[str, Any]:
-    """CooperKGC Table 2 section: a "Single expert" row (round 0 of the team, each expert alone)
-    before every CooperKGC row, which shows its gain over it; baselines as they are; F1 per round
-    from ``rounds.csv`` when given, else from the metrics."""
-    tasks: dict[str, str] = {}
-    for system in metrics["systems"].values():
-        for name, d in system["datasets"].items():
-            tasks.setdefault(name, d["task"])
-    datasets = [{"name": n, "task": t.upper()} for task in TASK_ORDER for n, t in tasks.items() if t == task]
-    datasets += [{"name": n, "task": t.upper()} for n, t in tasks.items() if t not in TASK_ORDER]
-    rows: dict[str, dict[str, float]] = {}
-    reference: dict[str, str] = {}
+    """CooperKGC Table 2 section (:func:`pipelines.kgc.table2.table2`): baselines, a "Single
+    expert" row per CooperKGC run (round 0 of the team, each expert alone), then CooperKGC with
+    its gain over AutoKG at the same shots; EE trigger and argument F1; F1 per round from
+    ``rounds.csv`` when given, else from the metrics."""
+    section = table2(metrics)
     rounds: dict[str, list[float]] = {}
     for system, result in metrics["systems"].items():
-        label = _kgc_label(system)
         per_round = {n: d.get("f1_per_round") or [] for n, d in result["datasets"].items()}
-        if system.startswith("cooperkgc") and any(len(v) > 1 for v in per_round.values()):
-            single = f"Single expert ({label.split('(')[-1]}" if "(" in label else "Single expert"
-            rows[single] = {n: v[0] for n, v in per_round.items() if v}
-            reference[label] = single
-        rows[label] = {n: d["overall"]["f1"] for n, d in result["datasets"].items()}
-        rounds.update({f"{label} · {n}": v for n, v in per_round.items() if len(v) > 1})
+        rounds.update({f"{system_label(system)} · {n}": v for n, v in per_round.items() if len(v) > 1})
     if rounds_csv is not None:
         rounds = read_rounds_csv(rounds_csv)
     info = metrics.get("datasets") or {}
@@ -152,12 +132,14 @@ def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | N
     )
     data = f"{metrics.get('n_evaluated', '?')} sentences" + (f": {sources}" if sources else "")
     detail = (
-        f"strict micro-F1, {metrics.get('output_mode', '?')} mode, {metrics.get('rounds', '?')} rounds after round 0"
+        f"strict micro-F1, {metrics.get('output_mode', '?')} mode, {metrics.get('rounds', '?')} rounds after round 0; "
+        f"gold matched: {matching_note(section['matching'])}; EE: argument F1; CooperKGC's gain over AutoKG"
     )
     return {
-        "datasets": datasets,
-        "rows": rows,
-        "reference": reference,
+        "datasets": section["datasets"],
+        "rows": section["rows"],
+        "reference": section["reference"],
+        "ee": section["ee"],
         "rounds": rounds,
         "provenance": {"data": data, "models": models, "scores": detail},
         "rounds_provenance": {"data": data, "models": models, "scores": "F1 of the scored expert after each round; "

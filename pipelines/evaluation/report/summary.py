@@ -39,6 +39,8 @@ def build_sections(metrics: Mapping[str, Any]) -> list[tuple[str, list[Table]]]:
     if "kgc" in metrics:
         kgc = metrics["kgc"]
         tables = [report_tables.kgc_table(kgc, offline=offline)] if "rows" in kgc else []
+        if kgc.get("ee"):
+            tables.append(report_tables.kgc_ee_table(kgc, offline=offline))
         if kgc.get("rounds"):
             tables.append(report_tables.kgc_rounds_table(kgc, offline=offline))
         sections.append(("Knowledge graph construction", tables))

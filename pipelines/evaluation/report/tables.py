@@ -12,8 +12,9 @@ one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
 - ``deltas``: ``[{"team", "system", "metric", "base", "tuned", "delta", "ci": [lo, hi], "n"}]``
   (:func:`pipelines.evaluation.stats.bootstrap.paired_delta` rows, tuned vs base).
 - ``kgc``: ``{"datasets": [{"name", "task"}], "rows": {method: {dataset: f1}}, "reference":
-  {method: reference_method}, "rounds": {series: [f1 at round 0, 1, ...]}, "provenance": ...}``
-  (CooperKGC's Table 2 with ``(+gain)`` over the reference, and its rounds figure as a table).
+  {method: reference_method}, "ee": {method: {dataset: {"trigger", "argument"}}}, "rounds":
+  {series: [f1 at round 0, 1, ...]}, "provenance": ...}`` (CooperKGC's Table 2 with ``(+gain)``
+  over the reference, AutoKG; EE trigger and argument F1; its rounds figure as a table).
 - ``hts``: ``{"tables": {"1" | "2" | "3": {"rows": {label: {dimension: {"score", "kappa",
   "ci"}}}, "provenance": ...}}}`` (RAM2C's Tables 1-3: ``score (kappa)`` per H/T/S, with the
   bootstrap interval).
@@ -215,6 +216,22 @@ def kgc_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
         body,
         provenance_line(section.get("provenance"), offline=offline),
         groups,
+    )
+
+
+def kgc_ee_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
+    """EE trigger and argument F1 of every system (Table 2 shows the argument F1)."""
+    names = [d["name"] for d in section["datasets"] if d["task"].upper() == "EE"]
+    body = [
+        [method, *[percent((by_dataset.get(n) or {}).get(kind)) for n in names for kind in ("trigger", "argument")]]
+        for method, by_dataset in section.get("ee", {}).items()
+    ]
+    return Table(
+        "Event extraction, trigger and argument F1 (CooperKGC Table 2 shows argument F1)",
+        ["Model", *[f"{n} {kind}" for n in names for kind in ("trigger", "argument")]],
+        body,
+        provenance_line(section.get("provenance"), offline=offline),
+        [("", 1), *[(n, 2) for n in names]],
     )
 
 

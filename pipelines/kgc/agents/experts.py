@@ -88,7 +88,7 @@ def make_expert(
     **sampling: Any,
 ) -> Agent[Extraction]:
     """The expert of ``task`` (template ``<task>_expert``, role ``<task>_expert``); ``reason``:
-    its json answer starts with a reason (collaboration rounds), else it extracts directly;
+    its json answer starts with a reason (the team's experts), else it extracts directly;
     ``spans``: see :func:`extraction_agent`."""
     name = f"{task}_expert"
     return extraction_agent(
@@ -107,16 +107,18 @@ def expert_vars(
     last_answer: str = "",
     peers: list[dict[str, str]] | None = None,
     type_names: bool = False,
+    reason: bool | None = None,
 ) -> dict[str, Any]:
     """Template variables of one expert call (round 0 when ``round == 0``, else collaboration);
     the agent adds ``output_mode`` when it renders (json mode shows ``json_example``, the short
-    answer form, with a reason in collaboration rounds; the backend is sent the full schema).
-    ``type_names``: the type list without head/tail types and roles (see :func:`types_text`)."""
+    answer form, with a reason when ``reason`` (default: in collaboration rounds); the backend is
+    sent the full schema). ``type_names``: the type list without head/tail types and roles (see
+    :func:`types_text`)."""
     return {
         "language": language,
         "background": background,
         "types": types_text(schema, names_only=type_names),
-        "json_example": json_example(schema.task, reason=round > 0),
+        "json_example": json_example(schema.task, reason=round > 0 if reason is None else reason),
         "demonstrations": demonstrations or [],
         "text": text,
         "round": round,

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from pipelines.config import StrictModel
-from pipelines.kgc.datasets.base import Dataset, FileCounts, ReaderError
+from pipelines.kgc.datasets.base import Dataset, FileCounts, GoldError, ReaderError, check_gold
 from pipelines.kgc.datasets.bio import read_bio
 from pipelines.kgc.datasets.events import read_ace_oneie, read_duee, read_duee_schema
 from pipelines.kgc.datasets.relations import read_duie, read_nyt, read_tacred
@@ -30,8 +30,20 @@ DEFAULT_SCHEMA = {
     "duie": "duie2",
     "ace05": "ace05",
 }
+FORMAT_LANGUAGE = {"conll": "en", "ontonotes": "en", "msra": "zh", "nyt11_hrl": "en", "tacred": "en", "duie": "zh",
+                   "ace05": "en", "duee": "zh"}  # fmt: skip
 
-__all__ = ["Dataset", "DatasetConfig", "FileCounts", "ReaderError", "load_dataset", "read_file", "split_sample"]
+__all__ = [
+    "FORMAT_LANGUAGE",
+    "Dataset",
+    "DatasetConfig",
+    "FileCounts",
+    "GoldError",
+    "ReaderError",
+    "load_dataset",
+    "read_file",
+    "split_sample",
+]
 
 
 class DatasetConfig(StrictModel):
@@ -103,12 +115,14 @@ def read_file(path: Path | str, fmt: Format, schema: Schema, *, dataset: str) ->
 
 
 def load_dataset(cfg: DatasetConfig, root: Path | str = ".", *, pool: bool = False) -> Dataset:
-    """Every file of ``cfg.files`` (or of ``cfg.pool_files`` with ``pool=True``) read into one dataset."""
+    """Every file of ``cfg.files`` (or of ``cfg.pool_files`` with ``pool=True``) read into one
+    dataset; a file with no gold item or mostly unknown labels raises :class:`GoldError`."""
     schema = schema_for(cfg, root)
     sentences: list[Sentence] = []
     files: list[FileCounts] = []
     for name in cfg.pool_files if pool else cfg.files:
         read, counts = read_file(Path(root) / name, cfg.format, schema, dataset=cfg.name)
+        check_gold(counts, schema, dataset=cfg.name, fmt=cfg.format)
         sentences.extend(read)
         files.append(counts)
     return Dataset(cfg.name, schema, sentences, files)

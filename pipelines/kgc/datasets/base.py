@@ -24,6 +24,34 @@ class ReaderError(ValueError):
     """A file that cannot be read; the message starts with ``<file>:<line>:``."""
 
 
+class GoldError(ReaderError):
+    """A file read without error whose gold cannot be scored: no gold item, or mostly labels
+    outside the schema (the message names the file, the labels and the fix)."""
+
+
+def check_gold(counts: FileCounts, schema: Schema, *, dataset: str, fmt: str) -> None:
+    """Raise :class:`GoldError` when ``counts`` hold no gold item or more unknown labels than
+    known items; a scored dataset like that would report F1 on empty gold."""
+    if counts.sentences == 0:
+        raise GoldError(f"{counts.path}: dataset {dataset}: the file holds no sentence; is it a {fmt} file?")
+    if counts.items and counts.unknown_labels <= counts.items:
+        return
+    known = ", ".join(schema.types()[:12]) + (", ..." if len(schema.types()) > 12 else "")
+    if not counts.unknown_labels:
+        raise GoldError(
+            f"{counts.path}: dataset {dataset}: {counts.sentences} sentences but no gold item; "
+            f"check that the file is in the {fmt} format (kgc.datasets[].format) and holds annotations"
+        )
+    seen = sorted(counts.unknown.items(), key=lambda kv: -kv[1])
+    labels = ", ".join(f"{label!r} x{n}" for label, n in seen[:8]) + (", ..." if len(seen) > 8 else "")
+    raise GoldError(
+        f"{counts.path}: dataset {dataset}: {counts.unknown_labels} gold labels are not in schema {schema.name} "
+        f"and only {counts.items} items were read ({labels}); schema {schema.name} knows [{known}]. Fix: name "
+        f"the schema that fits the file (kgc.datasets[].schema_name), or map the file's spellings to the schema's "
+        f"names in its \"aliases\" (pipelines/kgc/schemas/{schema.name}.json or your schema file)"
+    )
+
+
 @dataclass
 class FileCounts:
     """What one file held and what was wrong with it."""
@@ -35,17 +63,21 @@ class FileCounts:
     broken_bio: int = 0
     unknown_labels: int = 0
     notes: list[str] = field(default_factory=list)
+    unknown: dict[str, int] = field(default_factory=dict)  # each unknown label as the file spells it: count
 
     def note(self, kind: str, line: int, message: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
         if len(self.notes) < MAX_NOTES:
             self.notes.append(f"{self.path}:{line}: {message}")
 
+    def note_unknown(self, label: str, line: int, message: str) -> None:
+        """A label outside the schema: counted, noted, and kept by name for the error message."""
+        self.unknown[label] = self.unknown.get(label, 0) + 1
+        self.note("unknown_labels", line, message)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            k: getattr(self, k)
-            for k in ("path", "sentences", "items", "bad_spans", "broken_bio", "unknown_labels", "notes")
-        }
+        keys = ("path", "sentences", "items", "bad_spans", "broken_bio", "unknown_labels", "unknown", "notes")
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass

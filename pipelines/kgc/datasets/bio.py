@@ -60,13 +60,15 @@ def read_bio(
         for raw, first, stop in chunks:
             label = schema.label(raw)
             if label not in schema.entity_types:
-                counts.note("unknown_labels", lines[first], f"entity type {raw!r} is not in schema {schema.name}")
+                counts.note_unknown(raw, lines[first], f"entity type {raw!r} is not in schema {schema.name}")
                 continue
             start, end = offsets[first][0], offsets[stop - 1][1]
             entities.append(Entity(label, text[start:end], start, end))
         counts.sentences += 1
         counts.items += len(entities)
-        sentences.append(Sentence(f"{name}:{lines[0]}", name, "ner", schema.language, text, entities=entities))
+        sentences.append(
+            Sentence(f"{name}:{lines[0]}", name, "ner", schema.language, text, entities=entities, matching="offsets")
+        )
         tokens.clear()
         tags.clear()
         lines.clear()

@@ -3,9 +3,11 @@
 exclusive) or DyGIE++ JSON lines (``sentences``, ``events`` with document-level token indices, ends
 inclusive); DuEE 1.0 (``text``, ``event_list`` with ``trigger``, ``trigger_start_index`` and
 ``arguments[{argument, argument_start_index, role}]``) with its schema file (``event_type``,
-``role_list``).
+``role_list``); an argument's ``alias`` forms are kept (the DuEE metric takes the best of them).
 
-An event type or role outside the schema is counted (``unknown_labels``) and left out; a trigger or
+ACE05 gold is scored by character offsets, DuEE by the paper's word-level matching
+(:mod:`pipelines.kgc.matching`). An event type or role outside the schema is counted
+(``unknown_labels``) and left out; a trigger or
 argument whose offsets do not hold its text is counted (``bad_spans``) and kept when its text
 occurs elsewhere in the sentence (offsets then point there), else kept with offsets -1.
 """
@@ -51,32 +53,35 @@ class _Builder:
         self,
         raw_type: str,
         trigger: tuple[str, int | None, int | None],
-        arguments: list[tuple[str, str, int | None, int | None]],
+        arguments: list[tuple],
     ) -> None:
+        """``arguments``: ``(role, text, start, end[, aliases])`` each, as the file spells the role."""
         kind = _event_type(raw_type, self.schema)
         if kind not in self.schema.events:
-            self.counts.note(
-                "unknown_labels", self.line, f"event type {raw_type!r} is not in schema {self.schema.name}"
+            self.counts.note_unknown(
+                raw_type, self.line, f"event type {raw_type!r} is not in schema {self.schema.name}"
             )
             return
         start, end = self.span(*trigger)
         kept = []
-        for raw_role, text, a_start, a_end in arguments:
+        for raw_role, text, a_start, a_end, *aliases in arguments:
             role = self.schema.label(raw_role)
             if role not in self.schema.events[kind]:
-                self.counts.note("unknown_labels", self.line, f"role {raw_role!r} is not a role of {kind}")
+                self.counts.note_unknown(raw_role, self.line, f"role {raw_role!r} is not a role of {kind}")
                 continue
             s, e = self.span(text, a_start, a_end)
-            argument = Argument(role, text, s, e)
+            argument = Argument(role, text, s, e, tuple(aliases[0]) if aliases else ())
             if argument not in kept:
                 kept.append(argument)
         self.events.append(Event(kind, trigger[0], tuple(kept), start, end))
 
 
-def _sentence(name: str, sid: Any, schema: Schema, text: str, builder: _Builder, counts: FileCounts) -> Sentence:
+def _sentence(
+    name: str, sid: Any, schema: Schema, text: str, builder: _Builder, counts: FileCounts, matching: str
+) -> Sentence:
     counts.sentences += 1
     counts.items += len(builder.events)
-    return Sentence(f"{name}:{sid}", name, "ee", schema.language, text, events=builder.events)
+    return Sentence(f"{name}:{sid}", name, "ee", schema.language, text, events=builder.events, matching=matching)
 
 
 def read_ace_oneie(
@@ -108,7 +113,7 @@ def read_ace_oneie(
                 arguments,
             )
         sid = row.get("sent_id", line)
-        sentences.append(_sentence(name, sid, schema, text, builder, counts))
+        sentences.append(_sentence(name, sid, schema, text, builder, counts, "offsets"))
     return sentences, counts
 
 
@@ -134,7 +139,8 @@ def _dygie_rows(
             ]
             trigger = " ".join(tokens[trigger_index - first : trigger_index - first + 1])
             builder.add(kind, (trigger, t_start, t_end), arguments)
-        out.append(_sentence(name, f"{row.get('doc_key', line)}:{index}", schema, text, builder, counts))
+        sid = f"{row.get('doc_key', line)}:{index}"
+        out.append(_sentence(name, sid, schema, text, builder, counts, "offsets"))
         first += len(tokens)
     return out
 
@@ -161,15 +167,10 @@ def read_duee(path: Path | str, schema: Schema, *, dataset: str | None = None) -
             arguments = []
             for arg in event.get("arguments", []):
                 value, a_start = field_of(arg, "argument", path, line), arg.get("argument_start_index")
-                arguments.append(
-                    (
-                        field_of(arg, "role", path, line),
-                        value,
-                        a_start,
-                        None if a_start is None else a_start + len(value),
-                    )
-                )
+                a_end = None if a_start is None else a_start + len(value)
+                aliases = tuple(str(a) for a in arg.get("alias") or () if str(a) != value)
+                arguments.append((field_of(arg, "role", path, line), value, a_start, a_end, aliases))
             t_end = None if t_start is None else t_start + len(trigger)
             builder.add(field_of(event, "event_type", path, line), (trigger, t_start, t_end), arguments)
-        sentences.append(_sentence(name, row.get("id", line), schema, text, builder, counts))
+        sentences.append(_sentence(name, row.get("id", line), schema, text, builder, counts, "word"))
     return sentences, counts

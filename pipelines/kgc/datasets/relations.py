@@ -4,11 +4,14 @@ Re-TACRED (a JSON array or JSON lines: ``token``, ``subj_start/end``, ``obj_star
 is ``{"@value": ..., <qualifier>: ...}``; the qualifiers of a complex object are kept).
 
 A head or tail that does not occur in its sentence is counted (``bad_spans``) and kept in the gold
-set; a label outside the schema is counted (``unknown_labels``) and left out of the gold set.
+set; a label is read through the schema's names and aliases (:meth:`Schema.label`: NYT11-HRL's
+Freebase paths and the plain-English labels of its re-split, ``place lived``), and one outside the
+schema is counted (``unknown_labels``) and left out of the gold set. Gold is scored by text.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pipelines.kgc.datasets.base import FileCounts, ReaderError, field_of, json_lines
@@ -20,9 +23,11 @@ NOT_A_RELATION = {"None", "NA", "no_relation"}
 def _add(triples: list[Triple], triple: Triple, text: str, counts: FileCounts, line: int, schema: Schema) -> None:
     if triple.relation in NOT_A_RELATION:
         return
-    if triple.relation not in schema.relations:
-        counts.note("unknown_labels", line, f"relation {triple.relation!r} is not in schema {schema.name}")
+    relation = schema.label(triple.relation)
+    if relation not in schema.relations:
+        counts.note_unknown(triple.relation, line, f"relation {triple.relation!r} is not in schema {schema.name}")
         return
+    triple = replace(triple, relation=relation)
     for span in (triple.head, triple.tail, *(v for _, v in triple.qualifiers)):
         if span not in text:
             counts.note("bad_spans", line, f"{span!r} does not occur in the sentence")
