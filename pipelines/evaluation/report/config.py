@@ -20,6 +20,7 @@ class ReportInputs(StrictModel):
         description="run name -> folder holding that run's metrics.json and loss.csv",
     )
     evaluate: str = "reports/evaluate/metrics.json"
+    ablations: str = "reports/ablations.json"  # the ablation set's tables (pipelines.evaluation.ablation.experiments)
 
 
 class ReportOutputs(StrictModel):
@@ -36,8 +37,18 @@ class ReportConfig(StrictModel):
             "tagging": "data/generated/tagging/traces.jsonl",
             "kgc": "data/generated/kgc/traces.jsonl",
             "ram2c": "data/generated/ram2c/traces.jsonl",
+            "ram2c_topics": "data/generated/ram2c/topics/traces.jsonl",
         },
         description="team -> traces.jsonl shown in the trace browser (missing files are noted)",
+    )
+    records: dict[str, str] = Field(
+        default_factory=lambda: {
+            "tagging": "data/generated/tagging/predictions.jsonl",
+            "kgc": "data/generated/kgc/predictions.jsonl",
+            "ram2c": "data/generated/ram2c/predictions.jsonl",
+            "ram2c_topics": "data/generated/ram2c/topics/predictions.jsonl",
+        },
+        description="team -> predictions.jsonl whose rows (by id) head each story: KGC's gold, tagging's label",
     )
     trace_limit: int | None = Field(200, ge=1, description="samples per team in traces.html (seeded); null = all")
     trace_seed: int = 0

@@ -67,16 +67,18 @@ def offline_default(params: Mapping[str, Any], sections: list[str]) -> bool:
 
 
 def tagging_section(metrics: Mapping[str, Any], *, models: str) -> dict[str, Any]:
-    """The tagging Table 4 section of one generation run: its row is named by the stage (systems
-    run on different backbones; the provenance line names each)."""
+    """The tagging Table 4 section of one generation run: its rows are named by the LLM the team
+    and the single LLM ran on (the provenance line names every system's backbone)."""
     systems = metrics["systems"]
     split = metrics.get("split") or {}
     data = f"{metrics.get('n_evaluated', '?')} evaluated pairs (evaluation split"
     data += f" by {split['by']})" if split.get("by") else ")"
     data += f" of {metrics['n_pairs']} labelled pairs" if "n_pairs" in metrics else ""
     backbones = "; ".join(f"{s}: {m.get('backbone')}" for s, m in systems.items() if m.get("backbone"))
+    llms = [m["backbone"] for name, m in systems.items() if m.get("backbone") and name in ("team", "single_llm")]
+    label = " / ".join(dict.fromkeys(llms)) or models  # the Model column names the LLM the systems ran on
     return {
-        "models": {"generate_tagging": {"systems": systems}},
+        "models": {label: {"systems": systems}},
         "provenance": {"data": data, "models": backbones or models},
     }
 
@@ -97,16 +99,36 @@ def read_rounds_csv(path: Path) -> dict[str, list[float]]:
     return {k: [v[r] for r in sorted(v)] for k, v in series.items()}
 
 
-def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | None = None) -> dict[str, Any]:
+def kgc_demo_sets(params: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict[str, str]:
+    """``{dataset: its files}`` for the datasets scored on the project's own demo sentences: a
+    fallback was used, or every file lies inside the project (real data is read from ../shared)."""
+    demo = {}
+    for entry in (params.get("kgc") or {}).get("datasets") or []:
+        info = (metrics.get("datasets") or {}).get(entry.get("name")) or {}
+        files = entry.get("fallback_files") if info.get("fallback") else entry.get("files")
+        inside = [f for f in files or [] if not Path(f).is_absolute() and not f.startswith("..")]
+        if files and (info.get("fallback") or len(inside) == len(files)):
+            demo[entry["name"]] = ", ".join(files)
+    return demo
+
+
+def kgc_section(
+    metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | None = None, demo: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """CooperKGC Table 2 section: a "Single expert" row (round 0 of the team, each expert alone)
     before every CooperKGC row, which shows its gain over it; baselines as they are; F1 per round
-    from ``rounds.csv`` when given, else from the metrics."""
+    from ``rounds.csv`` when given, else from the metrics. Datasets in ``demo`` (:func:`kgc_demo_sets`)
+    are labelled as the project's demo sets, not as the benchmark they imitate."""
+    demo = demo or {}
     tasks: dict[str, str] = {}
     for system in metrics["systems"].values():
         for name, d in system["datasets"].items():
             tasks.setdefault(name, d["task"])
     datasets = [{"name": n, "task": t.upper()} for task in TASK_ORDER for n, t in tasks.items() if t == task]
     datasets += [{"name": n, "task": t.upper()} for n, t in tasks.items() if t not in TASK_ORDER]
+    for d in datasets:
+        if d["name"] in demo:
+            d["label"] = f"{d['name']} demo set"
     rows: dict[str, dict[str, float]] = {}
     reference: dict[str, str] = {}
     rounds: dict[str, list[float]] = {}
@@ -123,7 +145,7 @@ def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | N
         rounds = read_rounds_csv(rounds_csv)
     info = metrics.get("datasets") or {}
     sources = ", ".join(
-        f"{n} ({'demo set' if d.get('fallback') else 'files'}, {d.get('evaluated', '?')} sentences)"
+        f"{n} ({f'demo set {demo[n]}' if n in demo else 'files'}, {d.get('evaluated', '?')} sentences)"
         for n, d in info.items()
     )
     data = f"{metrics.get('n_evaluated', '?')} sentences" + (f": {sources}" if sources else "")
@@ -144,23 +166,14 @@ def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | N
 def ram2c_section(metrics: Mapping[str, Any], *, models: str) -> dict[str, Any]:
     """The tutoring-dialogue generation section (:func:`report_tables.ram2c_tables`)."""
     books = ", ".join(_short(b) for b in metrics.get("books", [])) or "?"
-    data = f"{metrics.get('dialogues', '?')} dialogues x {metrics.get('turns', '?')} turns over "
+    dialogues, turns = metrics.get("dialogues", "?"), metrics.get("turns", "?")  # turns: all dialogues' together
+    known = isinstance(turns, int) and isinstance(dialogues, int) and dialogues > 0
+    per = f", {turns / dialogues:g} per dialogue" if known else ""
+    data = f"{dialogues} dialogues, {turns} turns in all{per}, over "
     data += f"{metrics.get('passages', '?')} passages of {books} ({metrics.get('language', '?')})"
     team = f"groups {'/'.join(metrics.get('groups_run', []))}, {metrics.get('experts_per_group', '?')} experts "
     team += f"per group, selection {metrics.get('selection', '?')}"
     return {**dict(metrics), "provenance": {"data": data, "models": models, "team": team}}
-
-
-def read_loss_csv(path: Path) -> list[list[float]]:
-    """``loss.csv`` (``step, loss, ...``) -> ``[[step, loss], ...]`` (rows without a loss skipped)."""
-    points = []
-    with open(path, encoding="utf-8", newline="") as handle:
-        for row in csv.DictReader(handle):
-            try:
-                points.append([int(float(row["step"])), float(row["loss"])])
-            except (KeyError, TypeError, ValueError):
-                continue
-    return points
 
 
 def training_run(name: str, metrics: Mapping[str, Any], loss: list[list[float]], params: Mapping[str, Any]) -> dict:

@@ -20,6 +20,7 @@ th:first-child,td:first-child{text-align:left}
 th[colspan]{text-align:center}
 caption{font-weight:600;text-align:left;padding:.3rem 0}
 .note{color:#555;font-size:.9rem;margin:.2rem 0 1.4rem}
+.stamp{color:#555;font-size:.9rem}
 .banner{background:#fff4d6;border:1px solid #e0c060;padding:.5rem .8rem;border-radius:4px}
 img{max-width:100%;border:1px solid #ddd;margin:.4rem 0}
 """
@@ -67,11 +68,25 @@ def table_html(table: Table) -> str:
     )
 
 
+TRACES_TEXT = "every sample's story: each agent call's prompt, reply and parsed result"
+
+
 def summary_markdown(
-    sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], *, title: str, banner: str = ""
+    sections: Sequence[tuple[str, Sequence[Table]]],
+    plots: Sequence[Path],
+    *,
+    title: str,
+    banner: str = "",
+    stamp: str = "",
+    traces: str | None = None,
 ) -> str:
-    """The whole ``summary.md``: title, banner, each section's tables, then the plots (relative links)."""
+    """The whole ``summary.md``: title, how it was made, the trace browser's link, banner, each
+    section's tables, then the plots (relative links)."""
     parts = [f"# {title}", ""]
+    if stamp:
+        parts += [stamp, ""]
+    if traces:
+        parts += [f"Trace browser: [{traces}]({traces}) ({TRACES_TEXT}).", ""]
     if banner:
         parts += [f"> {banner}", ""]
     for heading, tables in sections:
@@ -82,14 +97,25 @@ def summary_markdown(
 
 
 def summary_html(
-    sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], *, title: str, banner: str = ""
+    sections: Sequence[tuple[str, Sequence[Table]]],
+    plots: Sequence[Path],
+    *,
+    title: str,
+    banner: str = "",
+    stamp: str = "",
+    traces: str | None = None,
 ) -> str:
-    """The whole self-contained ``summary.html`` (plots embedded as base64 PNG data URIs)."""
+    """The whole self-contained ``summary.html`` (plots embedded as base64 PNG data URIs; the one
+    link is to the trace browser beside it)."""
     e = html.escape
     parts = [
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>',
         f"<style>{STYLE}</style></head><body><h1>{e(title)}</h1>",
     ]
+    if stamp:
+        parts.append(f'<p class="stamp">{e(stamp)}</p>')
+    if traces:
+        parts.append(f'<p class="traces">Trace browser: <a href="{e(traces)}">{e(traces)}</a> ({e(TRACES_TEXT)}).</p>')
     if banner:
         parts.append(f'<p class="banner">{e(banner)}</p>')
     for heading, tables in sections:
