@@ -15,6 +15,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from matplotlib.colors import to_hex
 
 from pipelines.evaluation.report import plots
 from pipelines.evaluation.report.build import collect_metrics
@@ -99,7 +100,8 @@ def test_hts_bars_with_intervals(sections):
     intervals = sum(1 for dims in rows for d in dims.values() if isinstance(d, dict) and d.get("ci"))
     error_bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
     assert len(error_bars) == intervals > 0
-    assert all(line.get_color() == "black" for c in error_bars for line in c.lines[2])
+    colours = {to_hex(colour) for c in error_bars for lines in c.lines[2] for colour in lines.get_color()}
+    assert colours == {"#000000"}
 
 
 def test_write_plots_gives_pngs(sections, tmp_path):

@@ -19,8 +19,11 @@ VIEWS = {  # what the top of each team's story must show
 }
 
 
-def _pairs() -> dict[str, dict]:
-    return {row["id"]: row for row in jsonl(RECORDED / "data/generated/ram2c/dpo.jsonl")}
+def _pairs() -> dict[tuple[str, int], dict[str, str]]:
+    """The exported pairs (the shared DPO rows) by (dialogue, turn): ``{"chosen", "rejected"}`` texts."""
+    rows = jsonl(RECORDED / "data/generated/ram2c/dpo.jsonl")
+    return {(r["meta"]["dialogue"], r["meta"]["turn"]): {k: r[k][-1]["content"] for k in ("chosen", "rejected")}
+            for r in rows}  # fmt: skip
 
 
 def test_outcomes_of_the_recorded_runs():
@@ -34,7 +37,7 @@ def test_outcomes_of_the_recorded_runs():
             assert aggregate["outcome"] == expected, sample_id
     for sample_id, rows in group_samples(traces("kgc")).items():
         assert sample_outcome(rows) == next(r["outcome"] for r in rows if r.get("role") == "final"), sample_id
-    kept = {pair_id.rsplit("-t", 1)[0] for pair_id in _pairs()}
+    kept = {dialogue for dialogue, _ in _pairs()}
     ram2c = {s: sample_outcome(rows) for s, rows in group_samples(traces("ram2c")).items()}
     assert ram2c == {s: "kept" if s in kept else "dropped" for s in ram2c}
     assert set(ram2c.values()) == {"kept", "dropped"}
@@ -82,7 +85,7 @@ def test_ram2c_final_pair_group_replies_and_votes():
     pairs = _pairs()
     for sample_id, rows in group_samples(traces("ram2c")).items():
         view = ram2c_html(rows, records("ram2c")[sample_id])
-        pair = pairs.get(f"{sample_id}-t1")
+        pair = pairs.get((sample_id, 1))
         if pair is not None:  # the pair the team exported is the view's final pair
             assert '<span class="badge kept">kept</span>' in view
             chosen, rejected = view.index("<h4>chosen"), view.index("<h4>rejected")

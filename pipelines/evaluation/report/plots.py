@@ -170,6 +170,9 @@ def training_loss_figure(section: Mapping[str, Any], *, title: str = "Training l
         ax.set_title(f"{run} ({result.get('method', '')})".replace(" ()", ""), fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
+        steps = [s for s, _ in points]
+        if steps and max(steps) - min(steps) < 2:  # one or two steps: room for integer ticks around them
+            ax.set_xlim(min(steps) - 1, max(steps) + 1)
         _integer_ticks(ax.xaxis)
         if not points:
             ax.text(0.5, 0.5, "no loss logged", ha="center", va="center", transform=ax.transAxes)

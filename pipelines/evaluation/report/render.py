@@ -7,6 +7,7 @@ import base64
 import html
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.evaluation.report.tables import Table
@@ -71,24 +72,28 @@ def table_html(table: Table) -> str:
 TRACES_TEXT = "every sample's story: each agent call's prompt, reply and parsed result"
 
 
+@dataclass(frozen=True)
+class SummaryHeader:
+    """What stands above the sections: the title, how the summary was made, the trace browser's
+    link (relative to the summary) and the offline-default banner."""
+
+    title: str
+    stamp: str = ""
+    traces: str | None = None
+    banner: str = ""
+
+
 def summary_markdown(
-    sections: Sequence[tuple[str, Sequence[Table]]],
-    plots: Sequence[Path],
-    *,
-    title: str,
-    banner: str = "",
-    stamp: str = "",
-    traces: str | None = None,
+    sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], header: SummaryHeader
 ) -> str:
-    """The whole ``summary.md``: title, how it was made, the trace browser's link, banner, each
-    section's tables, then the plots (relative links)."""
-    parts = [f"# {title}", ""]
-    if stamp:
-        parts += [stamp, ""]
-    if traces:
-        parts += [f"Trace browser: [{traces}]({traces}) ({TRACES_TEXT}).", ""]
-    if banner:
-        parts += [f"> {banner}", ""]
+    """The whole ``summary.md``: the header, each section's tables, then the plots (relative links)."""
+    parts = [f"# {header.title}", ""]
+    if header.stamp:
+        parts += [header.stamp, ""]
+    if header.traces:
+        parts += [f"Trace browser: [{header.traces}]({header.traces}) ({TRACES_TEXT}).", ""]
+    if header.banner:
+        parts += [f"> {header.banner}", ""]
     for heading, tables in sections:
         parts += [f"## {heading}", ""] + [table_markdown(t) for t in tables]
     if plots:
@@ -96,28 +101,21 @@ def summary_markdown(
     return "\n".join(parts)
 
 
-def summary_html(
-    sections: Sequence[tuple[str, Sequence[Table]]],
-    plots: Sequence[Path],
-    *,
-    title: str,
-    banner: str = "",
-    stamp: str = "",
-    traces: str | None = None,
-) -> str:
+def summary_html(sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], header: SummaryHeader) -> str:
     """The whole self-contained ``summary.html`` (plots embedded as base64 PNG data URIs; the one
     link is to the trace browser beside it)."""
     e = html.escape
     parts = [
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>',
-        f"<style>{STYLE}</style></head><body><h1>{e(title)}</h1>",
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(header.title)}</title>',
+        f"<style>{STYLE}</style></head><body><h1>{e(header.title)}</h1>",
     ]
-    if stamp:
-        parts.append(f'<p class="stamp">{e(stamp)}</p>')
-    if traces:
-        parts.append(f'<p class="traces">Trace browser: <a href="{e(traces)}">{e(traces)}</a> ({e(TRACES_TEXT)}).</p>')
-    if banner:
-        parts.append(f'<p class="banner">{e(banner)}</p>')
+    if header.stamp:
+        parts.append(f'<p class="stamp">{e(header.stamp)}</p>')
+    if header.traces:
+        link = e(header.traces)
+        parts.append(f'<p class="traces">Trace browser: <a href="{link}">{link}</a> ({e(TRACES_TEXT)}).</p>')
+    if header.banner:
+        parts.append(f'<p class="banner">{e(header.banner)}</p>')
     for heading, tables in sections:
         parts.append(f"<h2>{e(heading)}</h2>" + "".join(table_html(t) for t in tables))
     if plots:

@@ -25,7 +25,7 @@ from typing import Any
 from pipelines.agents.shortfalls import shortfall_line
 from pipelines.evaluation.report import plots as report_plots
 from pipelines.evaluation.report import tables as report_tables
-from pipelines.evaluation.report.render import summary_html, summary_markdown
+from pipelines.evaluation.report.render import SummaryHeader, summary_html, summary_markdown
 from pipelines.evaluation.report.stamp import stamp_line
 from pipelines.evaluation.report.tables import Table
 from pipelines.io import atomic_open
@@ -140,9 +140,9 @@ def write_summary(
     sections = build_sections(metrics)
     plots = write_plots(metrics, reports_dir / "plots")
     banner = OFFLINE_BANNER if metrics.get("offline_default") else ""
-    header = {"stamp": stamp_line(metrics.get("stamp")), "traces": metrics.get("traces_link")}
+    header = SummaryHeader(title, stamp_line(metrics.get("stamp")), metrics.get("traces_link"), banner)
     with atomic_open(reports_dir / "summary.md") as handle:
-        handle.write(summary_markdown(sections, plots, title=title, banner=banner, **header))
+        handle.write(summary_markdown(sections, plots, header))
     with atomic_open(reports_dir / "summary.html") as handle:
-        handle.write(summary_html(sections, plots, title=title, banner=banner, **header))
+        handle.write(summary_html(sections, plots, header))
     return {"markdown": reports_dir / "summary.md", "html": reports_dir / "summary.html", "plots": plots}
