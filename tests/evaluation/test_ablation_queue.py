@@ -34,6 +34,9 @@ def _workspace(root: Path) -> Path:
 
 
 def test_copy_paths_and_the_shared_link(tmp_path):
+    from dvc.repo.experiments.utils import EXEC_TMP_DIR
+
+    assert workspace.EXEC_TMP_DIR == EXEC_TMP_DIR  # where DVC makes the queued copies
     project = _workspace(tmp_path)
     assert workspace.copy_flags(project) == ["-C", "data/cache", "-C", "data/kb"]
     links = workspace.link_shared(project)

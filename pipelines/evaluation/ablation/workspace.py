@@ -26,13 +26,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dvc.repo.experiments.utils import EXEC_TMP_DIR
-
 from pipelines.stage import StageError
 
 COPIED = ("data/cache", "data/kb")  # ignored paths a queued run gets with -C (copied, if the workspace has them)
 SHARED = "shared"  # ../shared, the public data beside the project
 TOOL = "python -m pipelines.evaluation.ablation.experiments"
+EXEC_TMP_DIR = "exps"  # dvc.repo.experiments.utils.EXEC_TMP_DIR (importing dvc costs each stage seconds; tested)
 
 
 class QueuedRunError(StageError):
