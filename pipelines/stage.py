@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,27 @@ def setup_logging(level: str | None = None) -> None:
     )
     for noisy in ("httpx", "urllib3", "chromadb", "datasets", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+TIMINGS_DIR = Path("reports/timings")  # <stage>.json: the wall time of its last successful run (ablation estimates)
+_started: dict[str, Any] = {}  # the stage this process runs and when it started (stage_setup_sections)
+
+
+def stage_timing_name(stage: str, section: str, default_section: str) -> str:
+    """``train`` run on ``--section train.sft`` is DVC's ``train@sft``; other stages keep their name."""
+    return stage if section == default_section else f"{stage}@{section.rsplit('.', 1)[-1]}"
+
+
+def _record_timing() -> None:
+    """``reports/timings/<stage>.json`` (``stage``, ``wall_s``, ``finished``) after a successful run."""
+    if not _started:
+        return
+    name, wall = _started.pop("stage"), time.monotonic() - _started.pop("at")
+    finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        write_json_atomic(TIMINGS_DIR / f"{name}.json", {"stage": name, "wall_s": round(wall, 1), "finished": finished})
+    except OSError as exc:  # a read-only folder costs the estimate, never the stage
+        log.warning("could not record the stage time: %s", exc)
 
 
 class StageError(RuntimeError):
@@ -101,6 +123,10 @@ def stage_setup_sections(
         add_arguments(parser)
     args = parser.parse_args(argv)
     setup_logging()
+    _started.update(stage=stage_timing_name(stage, args.section, first), at=time.monotonic())
+    from pipelines.evaluation.ablation.workspace import check_queued_run
+
+    check_queued_run()  # a queued DVC experiment must see the workspace's cache, knowledge bases and ../shared
     cfgs = {}
     for index, (name, model) in enumerate(sections.items()):
         cfgs[name] = load_section(args.section if index == 0 else name, model, Path(args.params))
@@ -137,8 +163,10 @@ def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> 
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     restore = _on_sigterm_raise()
     try:
-        code = body()
-        return 0 if code is None else int(code)
+        code = 0 if (code := body()) is None else int(code)
+        if code == 0:
+            _record_timing()
+        return code
     except Terminated:
         print(
             "error: stopped by SIGTERM; the outputs on disk are whole (unfinished files were removed) and "
@@ -178,12 +206,16 @@ def run_generate_stage(
     generate: Callable[[dict[str, Any]], dict[str, Any]],
     summary: Callable[[dict[str, Any]], str],
     argv: list[str] | None = None,
+    *,
+    shortfalls: Callable[[dict[str, Any], dict[str, Any]], list] | None = None,
 ) -> int:
     """The body every ``generate_<team>`` stage shares, through :func:`run_stage`: load ``sections``
     (the first is the team's own, whose ``outputs.reports_dir`` receives ``metrics.json``; a shard's
     folder there with ``--shard INDEX/COUNT``, which sets the section's ``shard``), open the
     stage's W&B run, call ``generate(cfgs)`` for the metrics, write them, log ``summary(metrics)``.
-    Returns the exit code."""
+    ``shortfalls(cfgs, metrics)`` names what was requested and not produced
+    (:mod:`pipelines.agents.shortfalls`): each is a WARNING in the log and a row of
+    ``metrics["shortfalls"]``. Returns the exit code."""
 
     def shard_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -204,6 +236,10 @@ def run_generate_stage(
         cfg = cfgs[first]
         with stage_run(stage, cfg.model_dump()) as run:
             metrics = generate(cfgs)
+            if shortfalls is not None:
+                from pipelines.agents.shortfalls import flag_shortfalls
+
+                metrics["shortfalls"] = flag_shortfalls(stage, shortfalls(cfgs, metrics))
             outputs = cfg.shard.outputs(cfg.outputs) if hasattr(cfg, "shard") else cfg.outputs
             write_metrics(Path(outputs.reports_dir) / "metrics.json", metrics, run)
         log.info("%s", summary(metrics))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from pipelines.agents.shortfalls import count_shortfall, flag_shortfalls
 from pipelines.config import load_section
 from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.evaluate import evaluate, needed_sections
@@ -52,6 +53,22 @@ def summary_line(metrics: dict) -> str:
     return "evaluate: " + "; ".join(parts)
 
 
+def shortfalls(cfg: EvaluateConfig, metrics: dict) -> list:
+    """Held-out items evaluated vs requested per system, and tutoring replies that failed."""
+    tutoring = metrics.get("tutoring") or {}
+    found = [
+        count_shortfall("tagging held-out pairs", cfg.tagging.items, (metrics.get("tagging") or {}).get("n"),
+                        cause="the evaluation split holds no more unseen pairs"),
+        count_shortfall("tutoring held-out prompts", cfg.tutoring.items, tutoring.get("n_prompts"),
+                        cause="prompts outside the DPO train split"),
+    ]  # fmt: skip
+    prompts = tutoring.get("n_prompts")
+    for arm, failed in (tutoring.get("failed_replies") or {}).items():
+        replied = None if prompts is None else prompts - failed
+        found.append(count_shortfall(f"tutoring replies of the {arm} model", prompts, replied, cause="did not parse"))
+    return found
+
+
 def _run(argv: list[str] | None) -> int:
     args, cfgs = stage_setup_sections("evaluate", {"evaluate": EvaluateConfig}, argv)
     cfg = cfgs["evaluate"]
@@ -59,6 +76,7 @@ def _run(argv: list[str] | None) -> int:
     sections = {name: load_section(name, models[name], Path(args.params)) for name in needed_sections(cfg)}
     with stage_run("evaluate", cfg.model_dump()) as run:
         metrics = evaluate(cfg, sections)
+        metrics["shortfalls"] = flag_shortfalls("evaluate", shortfalls(cfg, metrics))
         write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
     log.info("%s", summary_line(metrics))
     return 0

@@ -18,6 +18,7 @@ unknown labels, an LLM failure or more failed samples than ``max_failed_share``;
 
 from __future__ import annotations
 
+from pipelines.agents.shortfalls import Shortfall, count_shortfall, unparseable_shortfalls
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.datasets import ReaderError
 from pipelines.kgc.run import generate_kgc
@@ -43,8 +44,25 @@ def _generate(cfgs: dict) -> dict:
         raise StageError(str(exc)) from exc
 
 
+def shortfalls(cfgs: dict, metrics: dict) -> list:
+    """Sentences evaluated per dataset vs its ``sample``, datasets left out, failed sentences and
+    unparseable replies per system and role."""
+    found: list = []
+    for dataset in cfgs["kgc"].datasets:
+        info = metrics["datasets"].get(dataset.name)
+        if info is not None and dataset.evaluate and dataset.sample is not None:
+            found.append(count_shortfall(f"{dataset.name} sentences evaluated", dataset.sample, info["evaluated"],
+                                         cause=f"the dataset holds {info.get('pool', '?')}"))  # fmt: skip
+    found += [Shortfall(f"dataset {name} left out", cause="its files are missing") for name in metrics["left_out"]]
+    for name, system in metrics["systems"].items():
+        found.append(count_shortfall(f"{name}: sentences without a failure", metrics["n_evaluated"],
+                                     metrics["n_evaluated"] - system.get("failed_samples", 0)))  # fmt: skip
+        found += unparseable_shortfalls({f"{name}: {role}": c for role, c in (system.get("unparseable") or {}).items()})
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_generate_stage("generate_kgc", {"kgc": KGCConfig}, _generate, summary_line, argv)
+    return run_generate_stage("generate_kgc", {"kgc": KGCConfig}, _generate, summary_line, argv, shortfalls=shortfalls)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ samples than ``max_failed_share``; 2 bad params.
 
 from __future__ import annotations
 
+from pipelines.agents.shortfalls import count_shortfall
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.ram2c.run import generate_ram2c
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
@@ -36,9 +37,26 @@ def summary_line(metrics: dict) -> str:
     )
 
 
+def shortfalls(cfgs: dict, metrics: dict) -> list:
+    """Dialogues requested vs finished (and why: topics not written or dropped), pairs kept vs turns run."""
+    unwritten = metrics["topics_planned"] - metrics["topics_written"]
+    causes = [f"{unwritten} of {metrics['topics_planned']} topic questions not written (replies did not parse)"]
+    causes = causes[:1] if unwritten else []
+    causes += [f"{n} topics dropped ({reason})" for reason, n in metrics["topics_dropped"].items()]
+    if metrics["dialogues_failed"]:
+        causes.append(f"{metrics['dialogues_failed']} dialogues failed")
+    finished = metrics["dialogues"] - metrics["dialogues_failed"]
+    dropped = ", ".join(f"{reason} {n}" for reason, n in metrics["dropped_by_reason"].items())
+    return [
+        count_shortfall("dialogues", cfgs["ram2c"].dialogues, finished, cause="; ".join(causes)),
+        count_shortfall("preference pairs (one per turn)", metrics["turns"], metrics["pairs_kept"],
+                        cause=f"dropped by the quality gates: {dropped}" if dropped else ""),
+    ]  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     generate = lambda cfgs: generate_ram2c(cfgs["ram2c"], cfgs["build_kb"], cfgs["retrieval"])  # noqa: E731
-    return run_generate_stage("generate_ram2c", SECTIONS, generate, summary_line, argv)
+    return run_generate_stage("generate_ram2c", SECTIONS, generate, summary_line, argv, shortfalls=shortfalls)
 
 
 if __name__ == "__main__":

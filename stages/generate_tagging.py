@@ -18,6 +18,7 @@ cache), an empty evaluation set or more failed samples than ``max_failed_share``
 
 from __future__ import annotations
 
+from pipelines.agents.shortfalls import count_shortfall, unparseable_shortfalls
 from pipelines.stage import run_generate_stage
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging
@@ -37,9 +38,24 @@ def summary_line(metrics: dict) -> str:
     )
 
 
+def shortfalls(cfgs: dict, metrics: dict) -> list:
+    """Per system: pairs answered vs evaluated, and unparseable replies per role."""
+    found = []
+    for name, system in metrics["systems"].items():
+        overall = system["overall"]
+        if "answered" in overall:
+            cause = f"{overall.get('failed', 0)} failed, counted as {metrics.get('failure_outcome', 'wrong')}"
+            found.append(count_shortfall(f"{name}: evaluated pairs answered", overall["n"], overall["answered"],
+                                         cause=cause))  # fmt: skip
+        found += unparseable_shortfalls({f"{name}: {role}": c for role, c in (system.get("unparseable") or {}).items()})
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     generate = lambda cfgs: generate_tagging(cfgs["tagging"])  # noqa: E731
-    return run_generate_stage("generate_tagging", {"tagging": TaggingConfig}, generate, summary_line, argv)
+    return run_generate_stage(
+        "generate_tagging", {"tagging": TaggingConfig}, generate, summary_line, argv, shortfalls=shortfalls
+    )
 
 
 if __name__ == "__main__":

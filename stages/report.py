@@ -2,10 +2,13 @@
 
 Reads the ``report`` section of params.yaml (see :class:`pipelines.evaluation.report.config.ReportConfig`)
 and, where they exist, ``reports/generate_{tagging,kgc,ram2c}/metrics.json`` (+ ``rounds.csv``),
-``reports/train/<run>/{metrics.json,loss.csv}``, ``reports/evaluate/metrics.json`` and the teams'
-``data/generated/<team>/traces.jsonl``; writes (:func:`pipelines.evaluation.report.build.build_report`):
+``reports/train/<run>/{metrics.json,loss.csv}``, ``reports/evaluate/metrics.json``,
+``reports/ablations.json`` (the queued ablation set's tables) and the teams'
+``data/generated/<team>/{traces,predictions}.jsonl``; writes
+(:func:`pipelines.evaluation.report.build.build_report`):
 
-- ``reports/summary.md`` and the self-contained ``reports/summary.html`` (tables in the papers' layouts)
+- ``reports/summary.md`` and the self-contained ``reports/summary.html`` (how it was made, the
+  shortfalls every stage recorded, tables in the papers' layouts, the ablation tables)
 - ``reports/plots/*.png`` and ``reports/plots/*.csv`` (the ``dvc plots`` data)
 - ``reports/traces.html`` (the trace browser, a seeded sample per team)
 - ``reports/report/metrics.json`` (which inputs were found, sections, plots, offline_default)

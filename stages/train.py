@@ -16,11 +16,13 @@ import os
 import sys
 from contextlib import nullcontext
 
+from pipelines.agents.shortfalls import flag_shortfalls, flat_shortfall
 from pipelines.stage import run_stage, stage_setup, write_metrics
 from pipelines.tracking import StageRun, stage_run, wandb_mode
 from pipelines.training.config import TrainConfig, tracking_names
 from pipelines.training.families import FamilyError
 from pipelines.training.run import TrainingSetupError, is_main_process, run_training
+from pipelines.training.summary import read_loss_csv
 
 
 def tracking_enabled(cfg: TrainConfig) -> bool:
@@ -30,6 +32,15 @@ def tracking_enabled(cfg: TrainConfig) -> bool:
         and os.environ.get("EDUMAS_TRACKING", "1") != "0"
         and wandb_mode() != "disabled"
     )
+
+
+def loss_shortfalls(cfg: TrainConfig) -> list[dict]:
+    """A loss that did not move over the logged steps (e.g. DPO at ln 2 = 0.693 throughout) is a
+    shortfall: a WARNING here and a row of the metrics' ``shortfalls``."""
+    path = cfg.reports_path / "loss.csv"
+    losses = [loss for _, loss in read_loss_csv(path)] if path.exists() else []
+    flat = flat_shortfall(f"{cfg.method.upper()} loss", losses, unit="logged step")
+    return flag_shortfalls(f"train@{cfg.method}", [flat])
 
 
 def _run(argv: list[str] | None) -> int:
@@ -54,6 +65,8 @@ def _run(argv: list[str] | None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         if main_rank:
+            if found := loss_shortfalls(cfg):
+                metrics["shortfalls"] = found
             write_metrics(cfg.reports_path / "metrics.json", metrics, run)
     return 0
 

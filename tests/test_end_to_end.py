@@ -1,13 +1,16 @@
 """The whole pipeline as a new user runs it: ``dvc repro`` in a fresh copy of the project (no
 ``../shared``), on the offline models, with the smoke profile (configs/profiles/smoke.yaml) laid
 over params.yaml. Every stage must run and hand real rows to the next; a second ``dvc repro``
-must find nothing to do; a ``dvc exp run -S`` variant reruns only the stages its parameter feeds,
+must find nothing to do; two queued ablations of the set (the cheapest two on this profile: every
+LLM call they make is in the copied request cache) run in DVC's temporary copies and their tables
+appear in the summary; a ``dvc exp run -S`` variant reruns only the stages its parameter feeds,
 and ``dvc exp show`` lists it beside the baseline."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ["prepare_models", "build_kb", "generate_tagging", "generate_kgc", "generate_ram2c", "make_datasets",
           "train@sft", "train@dpo", "evaluate", "report"]
+ABLATIONS = ("kgc-rounds-0", "tagging-team-only")  # the two cheapest of the set on this profile
 
 
 def _project_copy(target: Path) -> None:
@@ -89,6 +93,27 @@ def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
 
     for command in (["add", "-A"], ["commit", "-qm", "first run"]):
         subprocess.run([*git, *command], cwd=project, check=True, capture_output=True)
+    timings = sorted(p.stem for p in (project / "reports" / "timings").glob("*.json"))
+    assert timings == sorted(STAGES), timings  # every stage timed: the ablation estimate has them all
+
+    ablations = subprocess.run(
+        [sys.executable, "-m", "pipelines.evaluation.ablation.experiments", "all", "--only", ",".join(ABLATIONS)],
+        cwd=project, env=_env(), capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    assert ablations.returncode == 0, ablations.stdout[-4000:] + ablations.stderr[-4000:]
+    out = ablations.stdout
+    assert out.startswith("Time estimate (upper bound") and "not timed yet" not in out
+    assert out.count("-C data/cache -C data/kb") == 2  # each queued copy gets the cache and the knowledge base
+    summary = (project / "reports" / "summary.md").read_text(encoding="utf-8")
+    tables = summary.split("## Ablations (dvc experiments)", 1)[1]
+    kgc = tables.split("### CooperKGC ablations", 1)[1].split("###", 1)[0]
+    assert re.search(r"^\| kgc-rounds-0 \| 0 \| ", kgc, re.M), kgc  # rounds 0, its F1 columns filled in
+    tagging = tables.split("### Knowledge tagging: team vs single LLM", 1)[1].split("###", 1)[0]
+    row = re.search(r"^\| tagging-team-only \| (.*)$", tagging, re.M)
+    assert row and row.group(1).startswith('["team"] | ') and "RAM2C ablations" not in tables, tagging
+    for command in (["add", "-A"], ["commit", "-qm", "ablations"]):
+        subprocess.run([*git, *command], cwd=project, check=True, capture_output=True)
+
     variant = _dvc(project, "exp", "run", "-n", "fewer-traces", "-S", "report.trace_limit=3", timeout=600)
     assert variant.returncode == 0, variant.stdout[-4000:] + variant.stderr[-4000:]
     assert "Running stage 'report'" in variant.stdout and "Running stage 'evaluate'" not in variant.stdout

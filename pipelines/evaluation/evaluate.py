@@ -61,14 +61,14 @@ def check_adapters(cfg: EvaluateConfig, root: Path) -> None:
 
 def tables_markdown(metrics: dict[str, Any]) -> str:
     """``tables.md``: the report's tables of these metrics (same builders as ``reports/summary.md``)."""
-    from pipelines.evaluation.report.render import summary_markdown
+    from pipelines.evaluation.report.render import SummaryHeader, summary_markdown
     from pipelines.evaluation.report.summary import OFFLINE_BANNER, build_sections
 
     view = {k: metrics[k] for k in ("offline_default", "tagging", "kgc", "deltas", "deltas_provenance") if k in metrics}
     if "tutoring" in metrics:
         view["hts"] = metrics["tutoring"]["hts"]
     banner = OFFLINE_BANNER if metrics.get("offline_default") else ""
-    return summary_markdown(build_sections(view), [], title="Tuned vs base inside the systems", banner=banner)
+    return summary_markdown(build_sections(view), [], SummaryHeader("Tuned vs base inside the systems", banner=banner))
 
 
 async def evaluate_async(cfg: EvaluateConfig, sections: dict[str, Any], root: Path | str = ".") -> dict[str, Any]:

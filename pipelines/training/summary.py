@@ -7,6 +7,7 @@ and ``<reports_dir>/loss.csv`` + ``loss.png``.
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ def loss_history(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
             accuracy = entry.get("rewards/accuracies", entry.get("mean_token_accuracy", float("nan")))
             history.append({"step": entry["step"], "loss": entry["loss"], "accuracy": accuracy})
     return history
+
+
+def read_loss_csv(path: Path) -> list[list[float]]:
+    """``loss.csv`` as :func:`write_run_summary` writes it -> ``[[step, loss], ...]`` (rows without a loss skipped)."""
+    points = []
+    with open(path, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            try:
+                points.append([int(float(row["step"])), float(row["loss"])])
+            except (KeyError, TypeError, ValueError):
+                continue
+    return points
 
 
 def data_summary(cfg: TrainConfig, data_sha: str) -> dict[str, Any]:

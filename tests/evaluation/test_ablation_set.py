@@ -12,7 +12,7 @@ from dvc.exceptions import InvalidArgumentError
 from dvc.utils.hydra import apply_overrides
 
 from pipelines.config import ConfigError, load_section
-from pipelines.evaluation.ablation.experiments import ABLATIONS, ablation_tables, main, queue_commands
+from pipelines.evaluation.ablation.experiments import ABLATIONS, ablation_tables, choose, main, queue_commands
 from pipelines.kgc.config import KGCConfig
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.tagging.config import TaggingConfig
@@ -66,16 +66,33 @@ def test_a_typo_fails(tmp_path):
         load_section("ram2c", Ram2cConfig, _apply(tmp_path, ["ram2c.ablation.skip_groups=[X]"]))
 
 
-def test_queue_commands_and_cli(capsys):
+def test_queue_commands_choice_and_cli(capsys, tmp_path, monkeypatch):
     commands = queue_commands()
     assert commands[0] == ["dvc", "exp", "run", "--queue", "-n", "ram2c-no-p", "-S", "ram2c.ablation.skip_groups=[P]"]
     assert len(commands) == len(ABLATIONS)
+    copied = queue_commands(choose("kgc-rounds-0"), copy=["data/cache", "data/kb"])
+    assert copied == [["dvc", "exp", "run", "--queue", "-n", "kgc-rounds-0", "-S", "kgc.team.rounds=0",
+                       "-C", "data/cache", "-C", "data/kb"]]  # fmt: skip
+    assert [a.name for a in choose("tagging,kgc-rounds-0")] == ["kgc-rounds-0", "tagging-team-only",
+                                                                "tagging-single-llm"]  # fmt: skip
+    with pytest.raises(SystemExit, match="kgc-rounds-9: not a team or an experiment"):
+        choose("kgc-rounds-9")
+
+    monkeypatch.chdir(tmp_path)  # a workspace that ran: its cache and one stage's time
+    (tmp_path / "data/cache").mkdir(parents=True)
+    (tmp_path / "reports/timings").mkdir(parents=True)
+    (tmp_path / "reports/timings/generate_tagging.json").write_text('{"stage": "generate_tagging", "wall_s": 120}')
     assert main(["all", "--only", "tagging", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [
-        "$ dvc exp run --queue -n tagging-team-only -S tagging.systems=[team]",
-        "$ dvc exp run --queue -n tagging-single-llm -S tagging.systems=[single_llm]",
+    assert out[0].startswith("Time estimate (upper bound")
+    assert out[1].startswith("  tagging-team-only: at least 2 min (generate_tagging 2 min)")
+    assert out[3] == "  the set: at least 4 min for 2 experiments"
+    assert "make_datasets" in out[4] and out[4].startswith("  not timed yet")
+    assert out[5:] == [
+        "$ dvc exp run --queue -n tagging-team-only -S tagging.systems=[team] -C data/cache",
+        "$ dvc exp run --queue -n tagging-single-llm -S tagging.systems=[single_llm] -C data/cache",
         "$ dvc exp run --run-all -j 1",
+        "$ dvc repro report",
     ]
 
 

@@ -1,19 +1,40 @@
-"""The report stage from fixture metrics files (each stage's real key set): the summary's table
-rows, plots and plot CSVs, the trace browser, which inputs were found; a partial set of inputs
-and an unreadable one are notes, not errors; offline_default follows the generating backends."""
+"""The report stage on the files a real smoke run wrote (tests/evaluation/recorded): the summary's
+sections and labels (the models that ran, the KGC demo sets, the real turns), the shortfalls each
+stage recorded with requested and produced counts, the stamp (commit, params digest, time), the
+link to the trace browser, plots and plot CSVs, the ablation tables; a partial set of inputs and
+an unreadable one are notes, not errors; offline_default follows the generating backends."""
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
 
+from pipelines.agents.shortfalls import count_shortfall, flat_shortfall, shortfall_line, unparseable_shortfalls
+from pipelines.evaluation.ablation.experiments import write_tables
 from pipelines.evaluation.report.config import ReportConfig
 from pipelines.evaluation.report.inputs import offline_default
+from pipelines.evaluation.report.stamp import params_digest
 from stages import report as stage
-from tests.evaluation.report_fixtures import evaluate_metrics, write_all_inputs, write_params
+from tests.evaluation.recorded import FILES, lay_out, metrics
 
 PROJECT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _project(root: Path, **skip) -> dict:
+    """The recorded files in a git checkout at ``root``; returns its params."""
+    lay_out(root, **skip)
+    shutil.copy(PROJECT / "reports/ablations.json", root / "reports/ablations.json")
+    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    params["report"] = yaml.safe_load((PROJECT / "params.yaml").read_text(encoding="utf-8"))["report"]  # under test
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    git = ["git", "-c", "user.name=edumas-test", "-c", "user.email=test@edumas.invalid"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "recorded"]):
+        subprocess.run([*git, *command], cwd=root, check=True, capture_output=True)
+    return params
 
 
 def _run(root, monkeypatch) -> dict:
@@ -22,108 +43,121 @@ def _run(root, monkeypatch) -> dict:
     return json.loads((root / "reports/report/metrics.json").read_text(encoding="utf-8"))
 
 
-def test_report_from_every_input(tmp_path, monkeypatch):
-    write_params(tmp_path)
-    write_all_inputs(tmp_path)
-    metrics = _run(tmp_path, monkeypatch)
-    assert metrics["offline_default"] is True
-    assert all(metrics["inputs"].values()) and len(metrics["inputs"]) == 9
-    assert metrics["sections"] == ["Knowledge tagging", "Knowledge graph construction",
-                                   "Tutoring dialogue generation (RAM2C)", "Tutoring dialogues (HTS)", "Tuned vs base",
-                                   "Fine-tuning", "Report inputs"]  # fmt: skip
-    stems = ["hts_scores", "kgc_f1_rounds", "tagging_prf1", "training_loss"]
-    assert metrics["plots"] == sorted(f"{s}.{ext}" for s in stems for ext in ("csv", "png"))
-    assert metrics["traces"] == {"tagging": {"samples": 3, "shown": 3}, "kgc": {"samples": 2, "shown": 2},
-                                 "ram2c": {"samples": 1, "shown": 1}}  # fmt: skip
-
+def test_report_of_the_recorded_smoke_run(tmp_path, monkeypatch, caplog):
+    params = _project(tmp_path)
+    found = _run(tmp_path, monkeypatch)
+    assert found["offline_default"] is True and all(found["inputs"].values()) and len(found["inputs"]) == 10
+    assert found["params_digest"] == params_digest(params)
     md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
-    lines = md.splitlines()
-    expected = [
-        # tagging Table 4: labels [1, 1, 0, 0]; team [1, 1, 1, 0], single LLM [1, failed -> wrong, 0, 0]
-        "| Metric | Model size | Model | Embedding similarity (all-minilm-l6-v2) | Single LLM | Multi-agent team |",
-        "| Accuracy | Base | smollm2-135m-instruct | 50.0 | **75.0** | **75.0** |",
-        "| Precision | Base | smollm2-135m-instruct | 50.0 | **100.0** | 66.7 |",
-        "| Recall | Base | smollm2-135m-instruct | 50.0 | 50.0 | **100.0** |",
-        "| F1-score | Base | smollm2-135m-instruct | 50.0 | 66.7 | **80.0** |",
-        "| Coverage | Base | smollm2-135m-instruct | 100.0 | 75.0 | 100.0 |",
-        # CooperKGC Table 2: AutoKG, round 0 as the single-expert row, the team's gain over AutoKG in brackets
-        "| Model | conllpp | nyt11_hrl | ace05 |",
-        "| AutoKG (0-shot) | 50.0 | 0.0 | 10.0 |",
-        "| Single expert (0-shot) | 50.0 | 25.0 | 20.0 |",
-        "| CooperKGC (0-shot) | 75.0 (+25.0) | 25.0 (+25.0) | 40.0 (+30.0) |",
-        "| CooperKGC (0-shot) · conllpp | 50.0 | 75.0 |",
-        # RAM2C generation: 3 dialogues, one failed; group reflection per group
-        "| 3 | 2 | 1 | 1 | too_long 1 | 19.0 | 1650 | 300 | 120 |",
-        "| T | 4 | 2.00 | 1.50 | 75.0 | 75.0 | 5.0 | 450 |",
-        # evaluate: HTS table, base vs tuned, deltas
-        "| SmolLM2 DPO vs base | 74.8 (0.42) [66.0, 82.5] | 65.2 (0.45) [57.1, 73.0] | 73.3 (-) [65.0, 80.8] |",
-        "| accuracy | 50.0 | 75.0 | +25.0 |",
-        "| f1 | 20.0 | 30.0 | +10.0 |",
-        "| tagging | team | accuracy | 62.5 | 70.8 | +8.3 | [-4.2, +20.8] | 24 |",
-        # training from loss.csv, method from params
-        "| sft | SFT LoRA | 3 | 2.400 | 1.800 |",
-        "| dpo | DPO LoRA | 2 | 0.693 | 0.660 |",
-        "| evaluate | reports/evaluate/metrics.json | found |",
-    ]
-    for row in expected:
-        assert row in lines, row
-    assert "Data: 4 evaluated pairs (evaluation split by row) of 108 labelled pairs" in md
-    assert "nyt11_hrl (demo set, 1 sentences)" in md
-    assert md.count("Offline default: small CPU models") >= 10
-    page = (tmp_path / "reports/summary.html").read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 4 and not re.search(r'(src|href)="(?!data:)', page)
-    rows = (tmp_path / "reports/plots/kgc_f1_rounds.csv").read_text(encoding="utf-8").splitlines()
-    assert rows[0] == "series,round,f1" and "CooperKGC (0-shot) · conllpp,1,0.75" in rows
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
+    stamp = md.splitlines()[2]
+    assert re.fullmatch(rf"Made \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC from commit {commit[:10]}; params digest "
+                        rf"{params_digest(params)}\.", stamp), stamp  # fmt: skip
+    assert "Trace browser: [traces.html](traces.html)" in md
 
+    # the tagging Model column names the model the systems ran on, not the stage
+    backbone = metrics("generate_tagging")["systems"]["team"]["backbone"]
+    assert re.search(rf"^\| Accuracy \| {backbone} \|", md, re.M)
+    # KGC columns from the project's demo sentences say so (the smoke profile reads data/kgc/*)
+    assert "| Model | conllpp demo set | duie2 demo set |" in md
+    assert "conllpp (demo set data/kgc/ner_en.conll, 1 sentences)" in md
+    # RAM2C: the real turns
+    ram2c = metrics("generate_ram2c")
+    assert f"{ram2c['dialogues']} dialogues, {ram2c['turns']} turns in all, 1 per dialogue" in md
+
+    # every shortfall a stage recorded: a row with requested and produced, and a note under its table
+    recorded = {s: metrics(s)["shortfalls"] for s in ("generate_tagging", "generate_kgc", "generate_ram2c", "evaluate")}
+    rows = [(s, r) for s, found_rows in recorded.items() for r in found_rows]
+    assert rows and "Shortfalls" in found["sections"] and found["shortfalls"] == len(rows)
+    for stage_name, row in rows:
+        assert f"| {stage_name} | {row['what']} | {row['requested']} | {row['produced']} |" in md
+        assert f"Shortfall: {shortfall_line(row)}" in md
+    assert "| generate_ram2c | preference pairs (one per turn) |" in md  # the smoke run dropped a pair
+
+    assert "n too small (2)" in md  # two tutoring items: no interval
+    assert "need not equal the generation tables above" in md  # why base scores differ between tables
+    page = (tmp_path / "reports/summary.html").read_text(encoding="utf-8")
+    assert page.count("data:image/png;base64,") == 4
+    links = re.findall(r'(?:src|href)="(?!data:)([^"]*)"', page)
+    assert links == ["traces.html"]  # the one link: the trace browser beside it
+    assert found["plots"] == sorted(f"{s}.{e}" for s in ("hts_scores", "kgc_f1_rounds", "tagging_prf1",
+                                                          "training_loss") for e in ("csv", "png"))  # fmt: skip
+    assert set(found["traces"]) == {"tagging", "kgc", "ram2c", "ram2c_topics"}
     traces = (tmp_path / "reports/traces.html").read_text(encoding="utf-8")
-    for team, sample in (("tagging", "q-wrong"), ("kgc", "sent-1"), ("ram2c", "topic-7")):
-        assert f'data-team="{team}"' in traces and sample in traces
-    assert "<script" in traces and 'src="' not in traces
+    assert "Sentence and gold" in traces and "Label and verdicts" in traces and "documents and votes" in traces
+
+
+def test_ablation_tables_in_the_summary(tmp_path, monkeypatch):
+    """reports/ablations.json from a real `dvc exp show --json` (dvc 3.67, a toy project's queued ram2c
+    ablations) becomes a section of the summary."""
+    params = _project(tmp_path)
+    show = json.loads((FIXTURES / "dvc_exp_show_ablations.json").read_text(encoding="utf-8"))
+    write_tables(show, params, output=tmp_path / "reports/ablations.json")
+    found = _run(tmp_path, monkeypatch)
+    assert found["sections"][-2:] == ["Ablations (dvc experiments)", "Report inputs"]
+    md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
+    assert "### RAM2C ablations (Table 3 layout)" in md and "CooperKGC ablations" not in md
+    assert '| ram2c-no-p-e | ["P", "E"] | False | 2 (-4.00) |' in md
+    assert (tmp_path / "reports/ablations.md").read_text(encoding="utf-8").count("| ram2c-") == 4
 
 
 def test_partial_inputs_are_notes(tmp_path, monkeypatch):
-    write_params(tmp_path, default_llm={"kind": "openai", "model": "gpt-4o", "base_urls": ["http://x/v1"]})
-    write_all_inputs(tmp_path)
-    for name in ("reports/generate_tagging/metrics.json", "reports/generate_kgc/rounds.csv",
-                 "reports/evaluate/metrics.json", "reports/train/dpo/loss.csv", "data/generated/kgc/traces.jsonl",
-                 "data/generated/ram2c/traces.jsonl", "data/generated/tagging/traces.jsonl"):  # fmt: skip
-        (tmp_path / name).unlink()
+    gone = ("reports/generate_tagging/metrics.json", "reports/generate_kgc/rounds.csv", "reports/evaluate/metrics.json",
+            "reports/train/dpo/loss.csv", *[f for f in FILES if f.endswith("traces.jsonl")])  # fmt: skip
+    params = _project(tmp_path, skip=gone)
+    params["tagging"]["llm"]["default"] = {"kind": "openai", "model": "gpt-4o", "base_urls": ["http://x/v1"]}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     (tmp_path / "reports/generate_ram2c/metrics.json").write_text("{not json", encoding="utf-8")
-    metrics = _run(tmp_path, monkeypatch)
-    assert metrics["offline_default"] is False  # generators on an API, no evaluate flag
-    found = {k for k, v in metrics["inputs"].items() if v}
-    assert found == {"kgc", "train.sft", "train.sft.loss", "train.dpo"}
-    assert metrics["sections"] == ["Knowledge graph construction", "Fine-tuning", "Report inputs"]
-    # rounds from the metrics' f1_per_round when rounds.csv is missing
-    assert metrics["plots"] == ["kgc_f1_rounds.csv", "kgc_f1_rounds.png", "training_loss.csv", "training_loss.png"]
-    assert metrics["traces"] == {} and len(metrics["traces_missing"]) == 3
+    found = _run(tmp_path, monkeypatch)
+    assert found["offline_default"] is False  # a generator on an API, no evaluate flag
+    assert {k for k, v in found["inputs"].items() if v} == {"kgc", "train.sft", "train.sft.loss", "train.dpo",
+                                                             "ablations"}  # fmt: skip
+    assert found["sections"] == ["Knowledge graph construction", "Fine-tuning", "Report inputs"]
+    assert found["traces"] == {} and len(found["traces_missing"]) == 4
     md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
     assert "| tagging | reports/generate_tagging/metrics.json | missing: run `dvc repro generate_tagging` |" in md
     assert "| train.dpo.loss | reports/train/dpo/loss.csv | missing: run `dvc repro train@dpo` |" in md
     assert re.search(r"\| ram2c \| reports/generate_ram2c/metrics.json \| unreadable: JSONDecodeError", md)
-    assert "| CooperKGC (0-shot) · conllpp | 50.0 | 75.0 |" in md  # rounds from f1_per_round
     assert "| dpo | DPO LoRA | 0 | - | - |" in md and "Offline default" not in md
     assert "No traces yet" in (tmp_path / "reports/traces.html").read_text(encoding="utf-8")
 
 
 def test_a_shape_the_report_cannot_lay_out_is_a_note(tmp_path, monkeypatch):
-    write_params(tmp_path)
-    write_all_inputs(tmp_path)
-    evaluate = evaluate_metrics()
+    _project(tmp_path)
+    evaluate = metrics("evaluate")
     evaluate["tutoring"]["hts"] = {"tables": {"1": {"provenance": "x"}}}  # no rows
     (tmp_path / "reports/evaluate/metrics.json").write_text(json.dumps(evaluate), encoding="utf-8")
-    metrics = _run(tmp_path, monkeypatch)
-    assert metrics["inputs"]["evaluate"] is False and metrics["offline_default"] is True
-    assert "Tutoring dialogues (HTS)" not in metrics["sections"] and "Tuned vs base" not in metrics["sections"]
+    found = _run(tmp_path, monkeypatch)
+    assert found["inputs"]["evaluate"] is False and found["offline_default"] is True
+    assert "Tutoring dialogues (HTS)" not in found["sections"] and "Tuned vs base" not in found["sections"]
     md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
     assert "| evaluate | reports/evaluate/metrics.json | unreadable: KeyError: 'rows' |" in md
 
 
 def test_nothing_ran_yet(tmp_path, monkeypatch):
-    write_params(tmp_path)
-    metrics = _run(tmp_path, monkeypatch)
-    assert not any(metrics["inputs"].values()) and metrics["sections"] == ["Report inputs"]
-    assert metrics["offline_default"] is True and metrics["plots"] == []
+    shutil.copy(PROJECT / "params.yaml", tmp_path / "params.yaml")
+    found = _run(tmp_path, monkeypatch)
+    assert not any(found["inputs"].values()) and found["sections"] == ["Report inputs"]
+    assert found["offline_default"] is True and found["plots"] == []
+    md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
+    assert "from a folder that is not a git checkout" in md
+    fix = "python -m pipelines.evaluation.ablation.experiments all"
+    assert f"| ablations | reports/ablations.json | missing: run `{fix}` |" in md
+
+
+def test_shortfall_rules():
+    assert count_shortfall("dialogues", 6, 3, cause="13 of 16 topic replies did not parse").line() == (
+        "3 of 6 dialogues (13 of 16 topic replies did not parse)"
+    )
+    assert count_shortfall("dialogues", 6, 6) is None and count_shortfall("dialogues", None, 3) is None
+    found = unparseable_shortfalls({"planner": {"replies": 10, "unparseable": 2}, "solver": {"replies": 4,
+                                    "unparseable": 0}, "judge": 3})  # fmt: skip
+    assert [s.line() for s in found] == ["8 of 10 planner replies parsed (2 of 10 did not parse)",
+                                         "judge replies unparseable (3 replies did not parse)"]  # fmt: skip
+    assert flat_shortfall("DPO loss", [0.6931, 0.6931, 0.6931]).line() == (
+        "DPO loss did not move (0.693 at every one of 3 steps)"
+    )
+    assert flat_shortfall("DPO loss", [0.6931, 0.61]) is None and flat_shortfall("DPO loss", [0.6931]) is None
 
 
 def test_offline_default_follows_the_backends():
@@ -146,12 +180,18 @@ def test_dvc_stage_reads_what_params_name():
     params = yaml.safe_load((PROJECT / "params.yaml").read_text(encoding="utf-8"))
     cfg = ReportConfig.model_validate(params["report"])
     assert cfg == ReportConfig()  # params.yaml spells out the defaults
-    inputs = [cfg.inputs.tagging, cfg.inputs.kgc, cfg.inputs.kgc_rounds, cfg.inputs.ram2c, cfg.inputs.evaluate]
+    inputs = [cfg.inputs.tagging, cfg.inputs.kgc, cfg.inputs.kgc_rounds, cfg.inputs.ram2c, cfg.inputs.evaluate,
+              cfg.inputs.ablations]  # fmt: skip
     inputs += [f"{folder}/{name}" for folder in cfg.inputs.train.values() for name in ("metrics.json", "loss.csv")]
-    assert set(inputs) | set(cfg.traces.values()) <= set(report["deps"])
+    read = [*inputs, *cfg.traces.values(), *cfg.records.values()]
+    covered = [path for path in read if any(path == dep or path.startswith(f"{dep}/") for dep in report["deps"])]
+    assert covered == read
     outs = [next(iter(o)) if isinstance(o, dict) else o for o in report["outs"]]
     assert outs == ["reports/summary.md", "reports/summary.html", "reports/traces.html", "reports/plots"]
     assert [next(iter(m)) for m in report["metrics"]] == [cfg.outputs.metrics]
-    plotted = {next(iter(p)) for p in dvc["plots"]}
+    plotted = {next(iter(p)): p[next(iter(p))] for p in dvc["plots"]}
     names = ("tagging_prf1", "kgc_f1_rounds", "hts_scores", "training_loss")
-    assert plotted == {f"reports/plots/{n}.csv" for n in names}
+    assert set(plotted) == {f"reports/plots/{n}.csv" for n in names}
+    for spec in plotted.values():  # each names one of the project's templates, which draw per series
+        template = PROJECT / ".dvc/plots" / f"{spec['template']}.json"
+        assert '"field": "series"' in template.read_text(encoding="utf-8"), template

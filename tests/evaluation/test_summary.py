@@ -1,20 +1,15 @@
-"""Report generation from fixture metrics: tables laid out like the papers', provenance and
-offline-default labels under every table, a self-contained HTML page, and the PNG plots."""
+"""The table builders on section dicts laid out like the papers' tables (their cells, groups and
+notes). The summary files, plots and plot data are tested on recorded real output in
+test_report_stage.py and test_plots.py."""
 
 import json
-import re
 from pathlib import Path
 
-import pytest
-
-from pipelines.evaluation.human.sheets import read_csv
-from pipelines.evaluation.report.plot_data import write_plot_data
 from pipelines.evaluation.report.render import table_html, table_markdown
-from pipelines.evaluation.report.summary import build_sections, write_summary
+from pipelines.evaluation.report.summary import build_sections
 from pipelines.evaluation.report.tables import hts_cell, kgc_table, provenance_line, tagging_table
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "metrics.json").read_text(encoding="utf-8"))
-PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_tagging_table_has_the_table_4_layout():
@@ -85,43 +80,3 @@ def test_sections_cover_every_metrics_section():
     rounds = sections["Knowledge graph construction"][1]
     assert rounds.columns[-1] == "Round 4" and rounds.rows[1] == ["RE", "30.0", "41.0", "44.0", "45.7", "-"]
     assert all(t.note for _, tables in build_sections(FIXTURE) for t in tables)
-
-
-def test_summary_files_are_written_self_contained(tmp_path):
-    out = write_summary(FIXTURE, tmp_path, title="Fixture report")
-    names = ["tagging_prf1.png", "kgc_f1_rounds.png", "hts_scores.png", "training_loss.png"]
-    assert [p.name for p in out["plots"]] == names
-    for plot in out["plots"]:
-        data = plot.read_bytes()
-        assert data.startswith(PNG) and len(data) > 5000
-    markdown = out["markdown"].read_text(encoding="utf-8")
-    assert markdown.startswith("# Fixture report\n\n> Offline default:")
-    assert markdown.count("Offline default: small CPU models") == 7  # under every table
-    assert "![hts_scores](plots/hts_scores.png)" in markdown
-    page = out["html"].read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 4
-    assert not re.search(r'(src|href)="(?!data:)', page)  # nothing loaded from elsewhere
-    assert page.count("<table>") == 7 and page.count('class="note"') == 7
-    assert "<b>70.8</b>" in page
-
-
-def test_missing_sections_are_left_out(tmp_path):
-    out = write_summary({"tagging": FIXTURE["tagging"]}, tmp_path)
-    assert [p.name for p in out["plots"]] == ["tagging_prf1.png"]
-    assert "Offline default" not in out["markdown"].read_text(encoding="utf-8")
-    with pytest.raises(KeyError):
-        write_summary({"tagging": {"provenance": "x"}}, tmp_path / "bad")
-
-
-def test_plot_data_for_dvc_plots(tmp_path):
-    paths = write_plot_data(FIXTURE, tmp_path)
-    names = ["tagging_prf1.csv", "kgc_f1_rounds.csv", "hts_scores.csv", "training_loss.csv"]
-    assert [p.name for p in paths] == names
-    lines = (tmp_path / "training_loss.csv").read_text(encoding="utf-8").splitlines()
-    assert lines[:2] == ["run,step,loss", "sft,1,2.4"]  # no BOM before the header
-    assert len(read_csv(tmp_path / "tagging_prf1.csv")) == (3 + 2) * 3
-    rounds = read_csv(tmp_path / "kgc_f1_rounds.csv")
-    assert len(rounds) == 5 + 4 + 5 and rounds[-1] == {"series": "EE", "round": "4", "f1": "0.47"}
-    hts = read_csv(tmp_path / "hts_scores.csv")
-    assert len(hts) == 5 and hts[2] == {"comparison": "SmolLM2 DPO vs base", "dimension": "safety", "score": "73.3",
-                                        "low": "65.0", "high": "80.8", "kappa": ""}

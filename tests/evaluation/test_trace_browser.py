@@ -1,24 +1,46 @@
-"""The static trace browser: outcomes, seeded stratified sampling, each team's views, and the page
-driven in a headless browser (filter, open a sample)."""
+"""The static trace browser on the traces and predictions a real smoke run of each team wrote
+(tests/evaluation/recorded): outcomes, each team's view (tagging's label and verdicts, KGC's gold
+and rounds, RAM2C's final pair, group replies and every expert's vote), seeded stratified
+sampling, and the page driven in a headless browser (team and outcome filters, every sample's
+view, deep links)."""
 
 import json
 
 from pipelines.evaluation.traces.browser import choose_samples, group_samples, render_browser, write_trace_browser
-from pipelines.evaluation.traces.story import change_html, rounds_html, sample_outcome, story_html
-from tests.evaluation.trace_fixtures import kgc_rows, ram2c_rows, tagging_rows
+from pipelines.evaluation.traces.story import sample_outcome, story_html
+from pipelines.evaluation.traces.views import change_html, ram2c_html, rounds_html, tagging_html
+from tests.evaluation.recorded import RECORDED, TEAMS, jsonl, records, traces
+
+VIEWS = {  # what the top of each team's story must show
+    "tagging": ["Label and verdicts"],
+    "kgc": ["Sentence and gold", "Gold items", "Rounds per expert"],
+    "ram2c": ["final pair", "reply after each group", "documents and votes"],
+    "ram2c_topics": ["Steps in order"],
+}
 
 
-def test_outcomes_from_the_evidence_in_the_rows():
-    samples = group_samples(tagging_rows())
-    assert {s: sample_outcome(r) for s, r in samples.items()} == {
-        "q-correct": "correct",
-        "q-wrong": "wrong",
-        "q-failed": "failed",
-    }
-    kgc = group_samples(kgc_rows())
-    assert sample_outcome(kgc["sent-1"]) == "wrong" and sample_outcome(kgc["sent-2"]) == "correct"
-    assert sample_outcome(ram2c_rows()) == "unscored"
-    assert sample_outcome([{"ok": False}, {"outcome": "correct"}]) == "correct"
+def _pairs() -> dict[tuple[str, int], dict[str, str]]:
+    """The exported pairs (the shared DPO rows) by (dialogue, turn): ``{"chosen", "rejected"}`` texts."""
+    rows = jsonl(RECORDED / "data/generated/ram2c/dpo.jsonl")
+    return {(r["meta"]["dialogue"], r["meta"]["turn"]): {k: r[k][-1]["content"] for k in ("chosen", "rejected")}
+            for r in rows}  # fmt: skip
+
+
+def test_outcomes_of_the_recorded_runs():
+    tagging = group_samples(traces("tagging"))
+    for sample_id, rows in tagging.items():
+        aggregate = next(r for r in rows if r.get("role") == "aggregate")
+        assert sample_outcome(rows) == aggregate["outcome"], sample_id
+        record = records("tagging")[sample_id]
+        if record["split"] == "evaluation":  # the predictions file agrees
+            expected = "correct" if record["predictions"]["team"] == record["label"] else "wrong"
+            assert aggregate["outcome"] == expected, sample_id
+    for sample_id, rows in group_samples(traces("kgc")).items():
+        assert sample_outcome(rows) == next(r["outcome"] for r in rows if r.get("role") == "final"), sample_id
+    kept = {dialogue for dialogue, _ in _pairs()}
+    ram2c = {s: sample_outcome(rows) for s, rows in group_samples(traces("ram2c")).items()}
+    assert ram2c == {s: "kept" if s in kept else "dropped" for s in ram2c}
+    assert set(ram2c.values()) == {"kept", "dropped"}
 
 
 def test_seeded_stratified_sample():
@@ -32,82 +54,112 @@ def test_seeded_stratified_sample():
     assert choose_samples(outcomes, limit=None) == list(outcomes)
 
 
-def test_kgc_rounds_side_by_side_with_changes():
-    page = rounds_html(kgc_rows())
-    assert page.count("<tr><th>round") == 3 and "<th>ner</th><th>re</th>" in page
-    assert "+(&#x27;DATE&#x27;, &#x27;1987&#x27;)" in page  # NER added an entity in round 1
-    assert "-(&#x27;Messi&#x27;, &#x27;born_in&#x27;, &#x27;Rosario&#x27;)" in page  # RE replaced a triple in round 2
-    assert "no change" in page
+def test_tagging_label_and_verdicts_first():
+    for sample_id, rows in group_samples(traces("tagging")).items():
+        record = records("tagging")[sample_id]
+        view = tagging_html(rows, record)
+        assert f"<b>Label</b>: {'yes' if record['label'] else 'no'}" in view
+        team = next(r for r in rows if r.get("role") == "aggregate")
+        assert f"<td>team</td><td>{'yes' if team['parsed']['verdict'] else 'no'}</td>" in view
+        story = story_html(rows, record)
+        assert story.index("Label and verdicts") < story.index("Steps in order") < story.index("<h4>Program</h4>")
+
+
+def test_kgc_gold_and_rounds():
+    for sample_id, rows in group_samples(traces("kgc")).items():
+        record = records("kgc")[sample_id]
+        story = story_html(rows, record)
+        gold = json.dumps(record["gold"][0], ensure_ascii=False).replace('"', "&quot;")
+        assert f"Gold items ({len(record['gold'])})" in story and gold in story
+        assert story.index("Sentence and gold") < story.index("Rounds per expert") < story.index("Steps in order")
+        rounds = rounds_html(rows)
+        experts = list(dict.fromkeys(r["expert"] for r in rows if "round" in r))
+        assert rounds.count("<tr><th>round") == len({r["round"] for r in rows if "round" in r}) == 2
+        assert "".join(f"<th>{e}</th>" for e in experts) in rounds
     assert change_html("a\nb", "a\nc") == '<div class="del">-b</div><div class="add">+c</div>'
     added = change_html([["PER", "x"]], [["PER", "x"], ["LOC", "y"]])
     assert added == '<div class="add">+ [&quot;LOC&quot;, &quot;y&quot;]</div>'
-    without_kept = [{k: v for k, v in r.items() if k != "kept"} for r in kgc_rows()]
-    assert "+ [&quot;DATE&quot;, &quot;1987&quot;]" in rounds_html(without_kept)  # parsed.items then
 
 
-def test_ram2c_and_tagging_stories():
-    story = story_html(ram2c_rows())
-    assert "<td>doc-15</td><td>theory</td><td>0.52</td><td>T1: 5, T2: 4</td>" in story
-    assert "Heuristic questions &lt;invite&gt; analysis." in story  # escaped
-    assert story.index("after T") < story.index("after P") and "<h3>Final pair</h3>" in story
-    tagging = story_html(group_samples(tagging_rows())["q-correct"])
-    assert "<h4>Program</h4>" in tagging and "x = 5\nprint(x &gt; 3)" in tagging
-    assert "Sandbox (exit_code=0, timed_out=False, killed_reason=None, verdict=True)" in tagging
-    assert "You are the planner." in tagging and "prompt_tokens 12" in tagging
-    failed = story_html(group_samples(tagging_rows())["q-failed"])
-    assert "parse (attempt 2/2): no answer" in failed and "all 2 replies" in failed
+def test_ram2c_final_pair_group_replies_and_votes():
+    pairs = _pairs()
+    for sample_id, rows in group_samples(traces("ram2c")).items():
+        view = ram2c_html(rows, records("ram2c")[sample_id])
+        pair = pairs.get((sample_id, 1))
+        if pair is not None:  # the pair the team exported is the view's final pair
+            assert '<span class="badge kept">kept</span>' in view
+            chosen, rejected = view.index("<h4>chosen"), view.index("<h4>rejected")
+            assert view.find(_html(pair["chosen"]), chosen) > chosen
+            assert view.find(_html(pair["rejected"]), rejected) > rejected
+        else:
+            assert '<span class="badge dropped">dropped: ' in view
+        assert view.index("final pair") < view.index("reply after each group") < view.index("documents and votes")
+        reflections = [r for r in rows if r["agent"] == "reflection"]
+        for reflection in reflections:  # every expert's vote, from the reflection rows, not "-"
+            for document in reflection["parsed"]["documents"]:
+                votes = ", ".join(f"{e}: {'yes' if v else 'no'}" for e, v in document["votes"].items())
+                assert f"<td>{votes}</td><td>{'accepted' if document['accepted'] else 'rejected'}</td>" in view
+        assert [f"after {g}" in view for g in ("T", "P", "E")] == [True] * 3
+
+
+def _html(text: str) -> str:
+    import html
+
+    return html.escape(text)
 
 
 def test_page_is_self_contained_and_reads_jsonl_tolerantly(tmp_path):
     path = tmp_path / "traces.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in tagging_rows()) + "\n{broken\n[1]\n", encoding="utf-8")
-    stats = write_trace_browser(tmp_path / "traces.html", {"tagging": path, "kgc": kgc_rows()})
-    assert stats["tagging"]["bad_lines"] == 2 and stats["tagging"]["samples"] == 3
+    path.write_text((RECORDED / "data/generated/kgc/traces.jsonl").read_text(encoding="utf-8") + "{broken\n[1]\n",
+                    encoding="utf-8")  # fmt: skip
+    stats = write_trace_browser(tmp_path / "traces.html", {"kgc": path, "ram2c": traces("ram2c")})
+    assert stats["kgc"]["bad_lines"] == 2 and stats["kgc"]["samples"] == len(group_samples(traces("kgc")))
     page = (tmp_path / "traces.html").read_text(encoding="utf-8")
     assert "<script src" not in page and "http" not in page.replace("http-equiv", "")
-    assert "tagging: 2 unreadable trace lines skipped." in page
-    _, big = render_browser({"tagging": tagging_rows(n_extra=300)}, limit=50, seed=3)
-    assert big["tagging"]["shown"] == 50 and big["tagging"]["samples"] == 303 and big["tagging"]["sampled"]
+    assert "kgc: 2 unreadable trace lines skipped." in page
+    many = [{**row, "sample_id": f"{row['sample_id']}-{i}"} for i in range(60) for row in traces("kgc")]
+    _, big = render_browser({"kgc": many}, limit=50, seed=3)
+    assert big["kgc"]["shown"] == 50 and big["kgc"]["samples"] == 120 and big["kgc"]["sampled"]
 
 
-def test_trace_browser_in_a_headless_browser(tmp_path, browser):
+def test_every_view_in_a_headless_browser(tmp_path, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     driver, _ = browser
     page = tmp_path / "traces.html"
-    write_trace_browser(page, {"tagging": tagging_rows(), "kgc": kgc_rows(), "ram2c": ram2c_rows()})
+    write_trace_browser(page, {team: traces(team) for team in TEAMS}, records={team: records(team) for team in TEAMS})
     driver.get(page.as_uri())
 
-    def visible_items():
-        return [li.get_attribute("data-target") for li in driver.find_elements(By.CSS_SELECTOR, "#list li")
-                if li.is_displayed()]  # fmt: skip
+    def visible(selector: str = "#list li"):
+        return [e for e in driver.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()]
 
-    assert len(visible_items()) == 3  # tagging first, all outcomes
-    driver.find_element(By.CSS_SELECTOR, 'input[name=outcome][value="wrong"]').click()
-    wrong = visible_items()
-    assert len(wrong) == 1 and driver.find_element(By.ID, "shown").text == "1 shown"
-    driver.find_element(By.CSS_SELECTOR, f'li[data-target="{wrong[0]}"]').click()
-    article = driver.find_element(By.ID, wrong[0])
-    assert article.is_displayed() and "q-wrong" in article.find_element(By.TAG_NAME, "h2").text
-    assert not driver.find_element(By.ID, "hint").is_displayed()
-    assert "Program" in article.text and "True" in article.text
-    driver.find_element(By.CSS_SELECTOR, 'input[name=outcome][value="failed"]').click()
-    texts = [driver.find_element(By.CSS_SELECTOR, f'li[data-target="{t}"]').text for t in visible_items()]
-    assert len(texts) == 1 and texts[0].startswith("q-failed") and "1 steps" in texts[0]
-
-    Select(driver.find_element(By.ID, "team")).select_by_value("kgc")
-    driver.find_element(By.CSS_SELECTOR, 'input[name=outcome][value="all"]').click()
-    items = visible_items()
-    assert len(items) == 2
-    driver.find_element(By.CSS_SELECTOR, f'li[data-target="{items[0]}"]').click()
-    article = driver.find_element(By.ID, items[0])
-    assert not driver.find_element(By.ID, wrong[0]).is_displayed()
-    rounds = article.find_element(By.CSS_SELECTOR, "table.rounds")
-    assert len(rounds.find_elements(By.TAG_NAME, "tr")) == 4 and "+('DATE', '1987')" in rounds.text
+    for team in TEAMS:
+        Select(driver.find_element(By.ID, "team")).select_by_value(team)
+        driver.find_element(By.CSS_SELECTOR, 'input[name=outcome][value="all"]').click()
+        samples = group_samples(traces(team))
+        items = visible()
+        assert [li.get_attribute("data-sample") for li in items] == list(samples), team
+        outcomes = {sample_outcome(rows) for rows in samples.values()}
+        radios = [r.get_attribute("value") for r in visible("input[name=outcome]")]
+        assert radios == ["all", *[o for o in ("correct", "wrong", "kept", "dropped", "failed", "unscored")
+                                   if o in outcomes]], team  # fmt: skip
+        for li in items:
+            li.click()
+            article = driver.find_element(By.ID, li.get_attribute("data-target"))
+            assert article.is_displayed()
+            assert li.get_attribute("data-sample") in article.find_element(By.TAG_NAME, "h2").text
+            for heading in VIEWS[team]:
+                assert heading.lower() in article.text.lower(), (team, heading)
+            address = driver.execute_script("return decodeURIComponent(location.hash)")
+            assert address == f"#{team}/{li.get_attribute('data-sample')}"
 
     Select(driver.find_element(By.ID, "team")).select_by_value("ram2c")
-    items = visible_items()
-    driver.find_element(By.CSS_SELECTOR, f'li[data-target="{items[0]}"]').click()
-    article = driver.find_element(By.ID, items[0])
-    assert "Final pair" in article.text and "T1: 5, T2: 4" in article.find_element(By.CSS_SELECTOR, "table.hits").text
+    driver.find_element(By.CSS_SELECTOR, 'input[name=outcome][value="dropped"]').click()
+    assert len(visible()) == 1 and driver.find_element(By.ID, "shown").text == "1 shown"
+
+    driver.get(page.as_uri() + "#kgc/" + next(iter(group_samples(traces("kgc")))))  # a deep link from elsewhere
+    driver.refresh()
+    target = visible("#list li.active")[0].get_attribute("data-target")
+    assert driver.find_element(By.ID, "team").get_attribute("value") == "kgc"
+    assert driver.find_element(By.ID, target).is_displayed() and not driver.find_element(By.ID, "hint").is_displayed()

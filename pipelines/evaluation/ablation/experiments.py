@@ -1,9 +1,10 @@
 """The papers' ablations as one queued ``dvc exp`` set, and their tables.
 
-    python -m pipelines.evaluation.ablation.experiments all            # queue, run them all, write reports/ablations.md
-    python -m pipelines.evaluation.ablation.experiments queue [--only ram2c,kgc] [--dry-run]
-    python -m pipelines.evaluation.ablation.experiments run  [-j 1]    # dvc exp run --run-all
-    python -m pipelines.evaluation.ablation.experiments tables [--show-json exps.json] [-o reports/ablations.md]
+    python -m pipelines.evaluation.ablation.experiments list [--only ram2c]   # the set, its commands, a time estimate
+    python -m pipelines.evaluation.ablation.experiments all            # queue, run them all, tables, the summary again
+    python -m pipelines.evaluation.ablation.experiments queue [--only ram2c,kgc-rounds-0] [--dry-run]
+    python -m pipelines.evaluation.ablation.experiments run  [-j 1]    # link ../shared, dvc exp run --run-all
+    python -m pipelines.evaluation.ablation.experiments tables [--show-json exps.json]   # reports/ablations.{json,md}
 
 Every experiment is ``dvc exp run --queue -n <name> -S <override> ...`` on the whole pipeline, so
 a variant's data also trains and is measured downstream (stages whose inputs did not change are
@@ -12,7 +13,14 @@ one expert per group (its Table 3); CooperKGC after 0-4 rounds, without simplifi
 background (its ablations), and the runs behind its Table 2, Table 3 and Fig. 3
 (:mod:`pipelines.evaluation.ablation.kgc`); the tagging team vs the single LLM as the only system. The tables
 read ``dvc exp show --json`` (:mod:`pipelines.evaluation.ablation.tables`): one per paper, the baseline
-commit and its experiments, the switched params and the metrics with their change.
+commit and its experiments, the switched params and the metrics with their change; the report
+stage puts them into ``summary.md`` / ``summary.html`` (``reports/ablations.json`` is its input).
+
+Queued experiments run in a temporary copy of the repository: each is queued with ``-C`` for the
+request cache and the knowledge bases, and ``../shared`` is linked for them
+(:mod:`pipelines.evaluation.ablation.workspace`); a queued run that lacks any of them stops with
+an error saying so. Before queueing, :mod:`pipelines.evaluation.ablation.estimate` prints how long
+the set will take from the workspace's last stage times.
 """
 
 from __future__ import annotations
@@ -22,17 +30,19 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pipelines.evaluation.ablation import estimate, workspace
 from pipelines.evaluation.ablation.kgc import PAPER_EXPERIMENTS as KGC_PAPER_EXPERIMENTS
 from pipelines.evaluation.ablation.kgc import kgc_paper_tables
 from pipelines.evaluation.ablation.tables import ablation_table, experiments
 from pipelines.evaluation.report.render import table_markdown
-from pipelines.io import atomic_open
+from pipelines.evaluation.report.tables import Table
+from pipelines.io import atomic_open, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -60,14 +70,30 @@ ABLATIONS: tuple[Ablation, ...] = (
 )
 
 KGC_PAPER_NAMES = {name for name, _, _ in KGC_PAPER_EXPERIMENTS}
+ABLATIONS_JSON = "reports/ablations.json"  # the set's tables, read by the report stage
 EVALUATE = "reports/evaluate/metrics.json"
 HTS = EVALUATE + ":tutoring.hts.tables.1.rows.*.{}.score"  # Table 1 row (tuned vs base) of the experiment
 
 
-def queue_commands(ablations: Sequence[Ablation] = ABLATIONS) -> list[list[str]]:
-    """One ``dvc exp run --queue -n <name> -S ...`` argv per ablation."""
-    return [["dvc", "exp", "run", "--queue", "-n", a.name, *[x for o in a.overrides for x in ("-S", o)]]
+def queue_commands(ablations: Sequence[Ablation] = ABLATIONS, *, copy: Sequence[str] = ()) -> list[list[str]]:
+    """One ``dvc exp run --queue -n <name> -S ... -C <path> ...`` argv per ablation (``copy``: the
+    ignored paths each queued copy needs, :func:`workspace.copy_paths`)."""
+    copied = [x for path in copy for x in ("-C", path)]
+    return [["dvc", "exp", "run", "--queue", "-n", a.name, *[x for o in a.overrides for x in ("-S", o)], *copied]
             for a in ablations]  # fmt: skip
+
+
+def choose(only: str | None) -> list[Ablation]:
+    """The ablations named by ``--only``: team names and/or experiment names, comma-separated."""
+    if not only:
+        return list(ABLATIONS)
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    known = {a.team for a in ABLATIONS} | {a.name for a in ABLATIONS}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise SystemExit(f"error: --only {', '.join(unknown)}: not a team or an experiment of the set "
+                         f"({', '.join(sorted(known))})")  # fmt: skip
+    return [a for a in ABLATIONS if a.team in wanted or a.name in wanted]
 
 
 def table_specs(params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -97,21 +123,45 @@ def table_specs(params: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def ablation_tables(show: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *, offline: bool = False) -> str:
-    """``reports/ablations.md``: one table per team, the baseline commit(s) and that team's experiments."""
+def set_tables(show: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *, offline: bool = False) -> list[Table]:
+    """One table per team that has experiments in ``show`` (``dvc exp show --json``): the baseline
+    commit(s) and that team's experiments of the set."""
     exps = experiments(show)
     names = {a.name: a.team for a in ABLATIONS}
-    parts = ["# Ablations (dvc experiments)", ""]
+    tables = []
     for spec in table_specs(params):
         shown = spec.get("only") or [a.name for a in ABLATIONS if a.team == spec["team"]]
-        chosen = [e for e in exps if e["baseline"] or (names.get(e["name"]) == spec["team"] and e["name"] in shown)]
-        provenance = {"data": "each experiment's own pipeline run (dvc exp show --json)",
-                      "experiments": ", ".join(shown)}  # fmt: skip
-        table = ablation_table(chosen, params=spec["params"], metrics=spec["metrics"], title=spec["title"],
-                               provenance=provenance, offline=offline)  # fmt: skip
-        parts.append(table_markdown(table))
-    parts += [table_markdown(t) for t in kgc_paper_tables(exps, params, offline=offline)]
-    return "\n".join(parts)
+        ran = [e for e in exps if names.get(e["name"]) == spec["team"] and e["name"] in shown]
+        if not ran:
+            continue
+        chosen = [e for e in exps if e["baseline"]] + ran
+        provenance = {"data": "each experiment's own whole-pipeline run (dvc exp show --json)",
+                      "experiments": ", ".join(e["name"] for e in ran)}  # fmt: skip
+        tables.append(ablation_table(chosen, params=spec["params"], metrics=spec["metrics"], title=spec["title"],
+                                     provenance=provenance, offline=offline))  # fmt: skip
+    if any(e["name"] in KGC_PAPER_NAMES for e in exps):  # the paper's layouts once one of their runs is there
+        tables += kgc_paper_tables(exps, params, offline=offline)
+    return tables
+
+
+def ablation_tables(show: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *, offline: bool = False) -> str:
+    """``reports/ablations.md``: :func:`set_tables` as Markdown."""
+    tables = set_tables(show, params, offline=offline)
+    body = [table_markdown(t) for t in tables] or ["No experiment of the ablation set is in `dvc exp show`.\n"]
+    return "\n".join(["# Ablations (dvc experiments)", "", *body])
+
+
+def write_tables(show: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *, output: Path | str,
+                 offline: bool = False) -> Path:  # fmt: skip
+    """``reports/ablations.json`` (the tables the summary shows) and the Markdown beside it."""
+    output = Path(output)
+    tables = set_tables(show, params, offline=offline)
+    names = {a.name for a in ABLATIONS}
+    ran = [e["name"] for e in experiments(show) if e["name"] in names]
+    write_json_atomic(output, {"experiments": ran, "tables": [asdict(t) for t in tables]})
+    with atomic_open(output.with_suffix(".md")) as handle:
+        handle.write(ablation_tables(show, params, offline=offline))
+    return output
 
 
 def _call(argv: list[str], *, dry_run: bool) -> int:
@@ -123,23 +173,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.evaluation.ablation.experiments", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("action", choices=["queue", "run", "tables", "all", "list"])
-    parser.add_argument("--only", help="comma-separated teams to queue (tagging,kgc,ram2c); default all")
+    parser.add_argument("action", choices=["queue", "run", "tables", "all", "list", "link"])
+    parser.add_argument("--only", help="comma-separated teams (tagging,kgc,ram2c) or experiment names; default all")
     parser.add_argument("--dry-run", action="store_true", help="print the dvc commands instead of running them")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="experiments run in parallel (dvc exp run -j)")
     parser.add_argument("--params", default="params.yaml", help="params file naming the KGC datasets for the table")
     parser.add_argument("--show-json", help="a saved `dvc exp show --json` (default: run it)")
     parser.add_argument("--offline-default", action="store_true", help="label the numbers as the offline default")
-    parser.add_argument("-o", "--output", default="reports/ablations.md")
+    parser.add_argument("-o", "--output", default=ABLATIONS_JSON, help="tables for the summary (+ the .md beside it)")
     args = parser.parse_args(argv)
-    teams = set(args.only.split(",")) if args.only else {a.team for a in ABLATIONS}
-    chosen = [a for a in ABLATIONS if a.team in teams]
+    chosen = choose(args.only)
+    commands = queue_commands(chosen, copy=workspace.copy_paths())
+    if args.action in ("list", "queue", "all"):
+        print(estimate.describe(estimate.estimate(chosen, jobs=args.jobs)), flush=True)
     if args.action == "list":
-        for a, cmd in zip(chosen, queue_commands(chosen), strict=True):
+        for a, cmd in zip(chosen, commands, strict=True):
             print(f"{a.name}: {a.what}\n  {' '.join(cmd)}")
         return 0
+    if args.action in ("link", "run", "all") and not args.dry_run:
+        for link in workspace.link_shared():
+            print(f"linked {link} -> {link.resolve()} (../shared of the queued copies)", flush=True)
     if args.action in ("queue", "all"):
-        for cmd in queue_commands(chosen):
+        for cmd in commands:
             if code := _call(cmd, dry_run=args.dry_run):
                 return code
     run_all = ["dvc", "exp", "run", "--run-all", "-j", str(args.jobs)]
@@ -151,9 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             text = subprocess.run(["dvc", "exp", "show", "--json"], check=True, capture_output=True, text=True).stdout
         params = yaml.safe_load(Path(args.params).read_text(encoding="utf-8")) or {}
-        with atomic_open(args.output) as handle:
-            handle.write(ablation_tables(json.loads(text), params, offline=args.offline_default))
-        print(f"wrote {args.output}", file=sys.stderr)
+        written = write_tables(json.loads(text), params, output=args.output, offline=args.offline_default)
+        print(f"wrote {written} and {written.with_suffix('.md')}", file=sys.stderr)
+    if args.action == "all":  # the summary with the tables (reports/ablations.json is a dep of the report stage)
+        return _call(["dvc", "repro", "report"], dry_run=args.dry_run)
     return 0
 
 

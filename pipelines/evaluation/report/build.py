@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelines.agents.shortfalls import flag_shortfalls, flat_shortfall
 from pipelines.evaluation.report import inputs as ri
 from pipelines.evaluation.report.config import ReportConfig
 from pipelines.evaluation.report.plot_data import plot_rows, write_plot_data
+from pipelines.evaluation.report.stamp import report_stamp
 from pipelines.evaluation.report.summary import build_sections, write_summary
 from pipelines.evaluation.traces.browser import write_trace_browser
 from pipelines.evaluation.traces.story import esc
 from pipelines.io import atomic_open
+from pipelines.training.summary import read_loss_csv
 
 log = logging.getLogger(__name__)
 
 STAGES = {"tagging": "generate_tagging", "kgc": "generate_kgc", "kgc_rounds": "generate_kgc",
           "ram2c": "generate_ram2c", "evaluate": "evaluate"}  # fmt: skip
+FIXES = {"ablations": "python -m pipelines.evaluation.ablation.experiments all"}  # inputs no stage writes
 
 
 class _Inputs:
@@ -37,7 +42,8 @@ class _Inputs:
     def read(self, name: str, path: str, stage: str, parse: Callable[[Path], Any]) -> Any:
         file = self.root / path
         if not file.exists():
-            self.status[name] = {"path": path, "found": False, "note": f"missing: run `dvc repro {stage}`"}
+            fix = FIXES.get(name, f"dvc repro {stage}")
+            self.status[name] = {"path": path, "found": False, "note": f"missing: run `{fix}`"}
             return None
         try:
             value = parse(file)
@@ -65,28 +71,41 @@ def _renderable(sections: dict[str, Any]) -> dict[str, Any]:
 
 
 def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | str = ".") -> dict[str, Any]:
-    """The metrics dict :func:`summary.write_summary` takes, with ``offline_default`` and ``inputs``."""
+    """The metrics dict :func:`summary.write_summary` takes, with ``offline_default``, ``inputs``,
+    ``shortfalls`` (``{stage: rows}``, as each stage recorded them) and ``stamp``."""
     inputs, paths = _Inputs(Path(root)), cfg.inputs
     metrics: dict[str, Any] = {}
+    shortfalls: dict[str, list[dict]] = {}
 
     def read(name: str, path: str, build: Callable[[dict], dict[str, Any]]) -> None:
-        found = inputs.read(name, path, STAGES.get(name, name), lambda p: _renderable(build(_json(p))))
-        metrics.update(found or {})
+        def parse(file: Path) -> dict[str, Any]:
+            raw = _json(file)
+            section = _renderable(build(raw))
+            if raw.get("shortfalls"):
+                shortfalls[STAGES.get(name, name)] = list(raw["shortfalls"])
+            return section
+
+        metrics.update(inputs.read(name, path, STAGES.get(name, name), parse) or {})
 
     def models(section: str) -> str:
         return ri.models_named(params, section)
 
     read("tagging", paths.tagging, lambda m: {"tagging": ri.tagging_section(m, models=models("tagging"))})
     rounds = inputs.read("kgc_rounds", paths.kgc_rounds, "generate_kgc", lambda p: p)  # parsed with kgc below
-    read("kgc", paths.kgc, lambda m: {"kgc": ri.kgc_section(m, models=models("kgc"), rounds_csv=rounds)})
+    read("kgc", paths.kgc, lambda m: {"kgc": ri.kgc_section(m, models=models("kgc"), rounds_csv=rounds,
+                                                           demo=ri.kgc_demo_sets(params, m))})  # fmt: skip
     read("ram2c", paths.ram2c, lambda m: {"ram2c": ri.ram2c_section(m, models=models("ram2c"))})
     runs = {}
     for run, folder in cfg.inputs.train.items():
         stage = f"train@{run}"
         run_metrics = inputs.read(f"train.{run}", f"{folder}/metrics.json", stage, _json)
-        loss = inputs.read(f"train.{run}.loss", f"{folder}/loss.csv", stage, ri.read_loss_csv)
+        loss = inputs.read(f"train.{run}.loss", f"{folder}/loss.csv", stage, read_loss_csv)
         if run_metrics is not None or loss:
             runs[run] = ri.training_run(run, run_metrics or {}, loss or [], params)
+            method = runs[run]["method"].split()[0]
+            flat = flat_shortfall(f"{method} loss", [v for _, v in loss or []], unit="logged step")
+            if flat is not None:  # from loss.csv, so an older run's metrics without shortfalls are flagged too
+                shortfalls[stage] = flag_shortfalls(f"report ({stage})", [flat])
     if runs:
         metrics["training"] = ri.training_section(runs)
     evaluated_offline: list[bool] = []
@@ -96,8 +115,12 @@ def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path 
         return ri.evaluate_sections(m)
 
     read("evaluate", paths.evaluate, evaluate)
+    read("ablations", paths.ablations, lambda m: {"ablations": m} if m.get("tables") else {})
     metrics["offline_default"] = ri.offline_default(params, cfg.generators) or any(evaluated_offline)
+    metrics["shortfalls"] = shortfalls
     metrics["inputs"] = inputs.status
+    metrics["stamp"] = report_stamp(params, root=root)
+    metrics["traces_link"] = os.path.relpath(cfg.outputs.traces_html, cfg.outputs.reports_dir)
     return metrics
 
 
@@ -116,8 +139,9 @@ def write_traces(cfg: ReportConfig, *, root: Path | str = ".") -> dict[str, Any]
     missing = [path for team, path in cfg.traces.items() if team not in found]
     target = root / cfg.outputs.traces_html
     if found:
+        records = {team: root / path for team, path in cfg.records.items() if team in found and (root / path).exists()}
         stats = write_trace_browser(
-            target, found, limit=cfg.trace_limit, seed=cfg.trace_seed, title=f"{cfg.title}: traces"
+            target, found, limit=cfg.trace_limit, seed=cfg.trace_seed, title=f"{cfg.title}: traces", records=records
         )
     else:
         stats = {}
@@ -147,4 +171,6 @@ def build_report(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | s
         "plots": sorted(p.name for p in [*written["plots"], *csvs]),
         "traces": {t: {"samples": s["samples"], "shown": s["shown"]} for t, s in traces["teams"].items()},
         "traces_missing": traces["missing"],
+        "shortfalls": sum(len(rows) for rows in metrics["shortfalls"].values()),
+        "params_digest": metrics["stamp"]["params_digest"],
     }

@@ -20,6 +20,7 @@ class ReportInputs(StrictModel):
         description="run name -> folder holding that run's metrics.json and loss.csv",
     )
     evaluate: str = "reports/evaluate/metrics.json"
+    ablations: str = "reports/ablations.json"  # the ablation set's tables (pipelines.evaluation.ablation.experiments)
 
 
 class ReportOutputs(StrictModel):
@@ -28,16 +29,24 @@ class ReportOutputs(StrictModel):
     metrics: str = "reports/report/metrics.json"
 
 
+TEAM_FOLDERS = {"tagging": "data/generated/tagging", "kgc": "data/generated/kgc", "ram2c": "data/generated/ram2c",
+                "ram2c_topics": "data/generated/ram2c/topics"}  # the RAM2C topic writer's own traces  # fmt: skip
+
+
+def _team_files(name: str) -> dict[str, str]:
+    return {team: f"{folder}/{name}" for team, folder in TEAM_FOLDERS.items()}
+
+
 class ReportConfig(StrictModel):
     title: str = "edumas results"
     inputs: ReportInputs = ReportInputs()
     traces: dict[str, str] = Field(
-        default_factory=lambda: {
-            "tagging": "data/generated/tagging/traces.jsonl",
-            "kgc": "data/generated/kgc/traces.jsonl",
-            "ram2c": "data/generated/ram2c/traces.jsonl",
-        },
+        default_factory=lambda: _team_files("traces.jsonl"),
         description="team -> traces.jsonl shown in the trace browser (missing files are noted)",
+    )
+    records: dict[str, str] = Field(
+        default_factory=lambda: _team_files("predictions.jsonl"),
+        description="team -> predictions.jsonl whose rows (by id) head each story: KGC's gold, tagging's label",
     )
     trace_limit: int | None = Field(200, ge=1, description="samples per team in traces.html (seeded); null = all")
     trace_seed: int = 0

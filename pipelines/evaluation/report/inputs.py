@@ -113,12 +113,32 @@ def read_rounds_csv(path: Path) -> dict[str, list[float]]:
     return {k: [v[r] for r in sorted(v)] for k, v in series.items()}
 
 
-def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | None = None) -> dict[str, Any]:
+def kgc_demo_sets(params: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict[str, str]:
+    """``{dataset: its files}`` for the datasets scored on the project's own demo sentences: a
+    fallback was used, or every file lies inside the project (real data is read from ../shared)."""
+    demo = {}
+    for entry in (params.get("kgc") or {}).get("datasets") or []:
+        info = (metrics.get("datasets") or {}).get(entry.get("name")) or {}
+        files = entry.get("fallback_files") if info.get("fallback") else entry.get("files")
+        inside = [f for f in files or [] if not Path(f).is_absolute() and not f.startswith("..")]
+        if files and (info.get("fallback") or len(inside) == len(files)):
+            demo[entry["name"]] = ", ".join(files)
+    return demo
+
+
+def kgc_section(
+    metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | None = None, demo: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """CooperKGC Table 2 section (:func:`pipelines.kgc.table2.table2`): baselines, a "Single
     expert" row per CooperKGC run (round 0 of the team, each expert alone), then CooperKGC with
     its gain over AutoKG at the same shots; EE trigger and argument F1; F1 per round from
-    ``rounds.csv`` when given, else from the metrics."""
+    ``rounds.csv`` when given, else from the metrics. Datasets in ``demo`` (:func:`kgc_demo_sets`)
+    are labelled as the project's demo sets, not as the benchmark they imitate."""
+    demo = demo or {}
     section = table2(metrics)
+    for d in section["datasets"]:
+        if d["name"] in demo:
+            d["label"] = f"{d['name']} demo set"
     rounds: dict[str, list[float]] = {}
     for system, result in metrics["systems"].items():
         per_round = {n: d.get("f1_per_round") or [] for n, d in result["datasets"].items()}
@@ -127,7 +147,7 @@ def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | N
         rounds = read_rounds_csv(rounds_csv)
     info = metrics.get("datasets") or {}
     sources = ", ".join(
-        f"{n} ({'demo set' if d.get('fallback') else 'files'}, {d.get('evaluated', '?')} sentences)"
+        f"{n} ({f'demo set {demo[n]}' if n in demo else 'files'}, {d.get('evaluated', '?')} sentences)"
         for n, d in info.items()
     )
     data = f"{metrics.get('n_evaluated', '?')} sentences" + (f": {sources}" if sources else "")
@@ -150,23 +170,14 @@ def kgc_section(metrics: Mapping[str, Any], *, models: str, rounds_csv: Path | N
 def ram2c_section(metrics: Mapping[str, Any], *, models: str) -> dict[str, Any]:
     """The tutoring-dialogue generation section (:func:`report_tables.ram2c_tables`)."""
     books = ", ".join(_short(b) for b in metrics.get("books", [])) or "?"
-    data = f"{metrics.get('dialogues', '?')} dialogues x {metrics.get('turns', '?')} turns over "
+    dialogues, turns = metrics.get("dialogues", "?"), metrics.get("turns", "?")  # turns: all dialogues' together
+    known = isinstance(turns, int) and isinstance(dialogues, int) and dialogues > 0
+    per = f", {turns / dialogues:g} per dialogue" if known else ""
+    data = f"{dialogues} dialogues, {turns} turns in all{per}, over "
     data += f"{metrics.get('passages', '?')} passages of {books} ({metrics.get('language', '?')})"
     team = f"groups {'/'.join(metrics.get('groups_run', []))}, {metrics.get('experts_per_group', '?')} experts "
     team += f"per group, selection {metrics.get('selection', '?')}"
     return {**dict(metrics), "provenance": {"data": data, "models": models, "team": team}}
-
-
-def read_loss_csv(path: Path) -> list[list[float]]:
-    """``loss.csv`` (``step, loss, ...``) -> ``[[step, loss], ...]`` (rows without a loss skipped)."""
-    points = []
-    with open(path, encoding="utf-8", newline="") as handle:
-        for row in csv.DictReader(handle):
-            try:
-                points.append([int(float(row["step"])), float(row["loss"])])
-            except (KeyError, TypeError, ValueError):
-                continue
-    return points
 
 
 def training_run(name: str, metrics: Mapping[str, Any], loss: list[list[float]], params: Mapping[str, Any]) -> dict:

@@ -1,10 +1,13 @@
 """Long-format CSVs of the report's plots, for ``dvc plots`` (one file per plot, fixed columns),
 from the same metrics sections as :mod:`pipelines.evaluation.report.plots`:
 
-- ``tagging_prf1.csv``: ``model, system, metric, value``
+- ``tagging_prf1.csv``: ``series, model, system, metric, value`` (series = ``<system> · <model>``)
 - ``kgc_f1_rounds.csv``: ``series, round, f1``
-- ``hts_scores.csv``: ``comparison, dimension, score, low, high, kappa``
-- ``training_loss.csv``: ``run, step, loss``
+- ``hts_scores.csv``: ``series, dimension, score, low, high, kappa`` (series = the comparison)
+- ``training_loss.csv``: ``series, step, loss`` (series = the run)
+
+Every file has a ``series`` column: the templates of ``dvc plots`` (``.dvc/plots/edumas_*.json``,
+named in ``dvc.yaml``) draw one line or bar per series, not one per revision only.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.evaluation.human.sheets import write_csv
+from pipelines.evaluation.report.tables import SYSTEM_NAMES
 
 
 def plot_rows(metrics: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], list[dict[str, Any]]]]:
@@ -23,13 +27,14 @@ def plot_rows(metrics: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], li
         section = metrics["tagging"]
         models = section.get("models") or {"model": {"systems": section["systems"]}}
         rows = [
-            {"model": m, "system": s, "metric": k, "value": r["overall"][k]}
+            {"series": f"{SYSTEM_NAMES.get(s, s)} · {m}", "model": m, "system": s, "metric": k,
+             "value": r["overall"][k]}
             for m, result in models.items()
             for s, r in result["systems"].items()
             for k in ("precision", "recall", "f1")
             if k in r["overall"]
         ]
-        out["tagging_prf1.csv"] = (("model", "system", "metric", "value"), rows)
+        out["tagging_prf1.csv"] = (("series", "model", "system", "metric", "value"), rows)
     if metrics.get("kgc", {}).get("rounds"):
         rows = [
             {"series": s, "round": r, "f1": v}
@@ -46,17 +51,17 @@ def plot_rows(metrics: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], li
                         continue
                     low, high = result.get("ci") or (None, None)
                     rows.append(
-                        {"comparison": label, "dimension": dimension, "score": result["score"], "low": low,
+                        {"series": label, "dimension": dimension, "score": result["score"], "low": low,
                          "high": high, "kappa": result.get("kappa")}
                     )  # fmt: skip
-        out["hts_scores.csv"] = (("comparison", "dimension", "score", "low", "high", "kappa"), rows)
+        out["hts_scores.csv"] = (("series", "dimension", "score", "low", "high", "kappa"), rows)
     if metrics.get("training", {}).get("runs"):
         rows = [
-            {"run": run, "step": step, "loss": loss}
+            {"series": run, "step": step, "loss": loss}
             for run, result in metrics["training"]["runs"].items()
             for step, loss in result.get("loss", [])
         ]
-        out["training_loss.csv"] = (("run", "step", "loss"), rows)
+        out["training_loss.csv"] = (("series", "step", "loss"), rows)
     return out
 
 

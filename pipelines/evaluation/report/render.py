@@ -7,6 +7,7 @@ import base64
 import html
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.evaluation.report.tables import Table
@@ -20,6 +21,7 @@ th:first-child,td:first-child{text-align:left}
 th[colspan]{text-align:center}
 caption{font-weight:600;text-align:left;padding:.3rem 0}
 .note{color:#555;font-size:.9rem;margin:.2rem 0 1.4rem}
+.stamp{color:#555;font-size:.9rem}
 .banner{background:#fff4d6;border:1px solid #e0c060;padding:.5rem .8rem;border-radius:4px}
 img{max-width:100%;border:1px solid #ddd;margin:.4rem 0}
 """
@@ -67,13 +69,31 @@ def table_html(table: Table) -> str:
     )
 
 
+TRACES_TEXT = "every sample's story: each agent call's prompt, reply and parsed result"
+
+
+@dataclass(frozen=True)
+class SummaryHeader:
+    """What stands above the sections: the title, how the summary was made, the trace browser's
+    link (relative to the summary) and the offline-default banner."""
+
+    title: str
+    stamp: str = ""
+    traces: str | None = None
+    banner: str = ""
+
+
 def summary_markdown(
-    sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], *, title: str, banner: str = ""
+    sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], header: SummaryHeader
 ) -> str:
-    """The whole ``summary.md``: title, banner, each section's tables, then the plots (relative links)."""
-    parts = [f"# {title}", ""]
-    if banner:
-        parts += [f"> {banner}", ""]
+    """The whole ``summary.md``: the header, each section's tables, then the plots (relative links)."""
+    parts = [f"# {header.title}", ""]
+    if header.stamp:
+        parts += [header.stamp, ""]
+    if header.traces:
+        parts += [f"Trace browser: [{header.traces}]({header.traces}) ({TRACES_TEXT}).", ""]
+    if header.banner:
+        parts += [f"> {header.banner}", ""]
     for heading, tables in sections:
         parts += [f"## {heading}", ""] + [table_markdown(t) for t in tables]
     if plots:
@@ -81,17 +101,21 @@ def summary_markdown(
     return "\n".join(parts)
 
 
-def summary_html(
-    sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], *, title: str, banner: str = ""
-) -> str:
-    """The whole self-contained ``summary.html`` (plots embedded as base64 PNG data URIs)."""
+def summary_html(sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], header: SummaryHeader) -> str:
+    """The whole self-contained ``summary.html`` (plots embedded as base64 PNG data URIs; the one
+    link is to the trace browser beside it)."""
     e = html.escape
     parts = [
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>',
-        f"<style>{STYLE}</style></head><body><h1>{e(title)}</h1>",
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(header.title)}</title>',
+        f"<style>{STYLE}</style></head><body><h1>{e(header.title)}</h1>",
     ]
-    if banner:
-        parts.append(f'<p class="banner">{e(banner)}</p>')
+    if header.stamp:
+        parts.append(f'<p class="stamp">{e(header.stamp)}</p>')
+    if header.traces:
+        link = e(header.traces)
+        parts.append(f'<p class="traces">Trace browser: <a href="{link}">{link}</a> ({e(TRACES_TEXT)}).</p>')
+    if header.banner:
+        parts.append(f'<p class="banner">{e(header.banner)}</p>')
     for heading, tables in sections:
         parts.append(f"<h2>{e(heading)}</h2>" + "".join(table_html(t) for t in tables))
     if plots:

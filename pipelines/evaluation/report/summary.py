@@ -5,6 +5,10 @@ under ``reports/plots/``, all generated from one metrics dict::
       "offline_default": true,              # labels every table and the page as the offline default
       "tagging": {...}, "kgc": {...}, "ram2c": {...}, "hts": {...},
       "base_tuned": {team: {...}}, "deltas": [...], "training": {...},
+      "ablations": {"experiments", "tables"},      # reports/ablations.json of the queued ablation set
+      "shortfalls": {stage: [{"what", "requested", "produced", "cause"}]},   # a table first, and in notes
+      "stamp": {"commit", "dirty", "params_digest", "made", ...},          # a line under the title
+      "traces_link": "traces.html",                                        # linked under the title
       "inputs": {name: {"path", "found", "note"}}   # what the report read (a table at the end)
     }
 
@@ -18,9 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelines.agents.shortfalls import shortfall_line
 from pipelines.evaluation.report import plots as report_plots
 from pipelines.evaluation.report import tables as report_tables
-from pipelines.evaluation.report.render import summary_html, summary_markdown
+from pipelines.evaluation.report.render import SummaryHeader, summary_html, summary_markdown
+from pipelines.evaluation.report.stamp import stamp_line
 from pipelines.evaluation.report.tables import Table
 from pipelines.io import atomic_open
 
@@ -30,10 +36,48 @@ OFFLINE_BANNER = (
 )
 
 
+SHORTFALL_SECTIONS = {
+    "generate_tagging": "Knowledge tagging",
+    "generate_kgc": "Knowledge graph construction",
+    "generate_ram2c": "Tutoring dialogue generation (RAM2C)",
+    "evaluate": "Tuned vs base",
+}  # train@<run> -> "Fine-tuning"
+
+
+def shortfalls_table(shortfalls: Mapping[str, list[Mapping[str, Any]]]) -> Table:
+    """Every shortfall the stages recorded: what was requested, what was produced, and why."""
+    rows = [
+        [stage, str(r.get("what", "")), "-" if r.get("requested") is None else str(r["requested"]),
+         "-" if r.get("produced") is None else str(r["produced"]), str(r.get("cause") or "-")]
+        for stage, found in shortfalls.items()
+        for r in found
+    ]  # fmt: skip
+    return Table(
+        "Shortfalls: requested vs produced",
+        ["Stage", "What", "Requested", "Produced", "Cause"],
+        rows,
+        "Each is also a WARNING in its stage's log and a note under the table it concerns.",
+    )
+
+
+def _flag_notes(sections: list[tuple[str, list[Table]]], shortfalls: Mapping[str, list[Mapping[str, Any]]]) -> None:
+    """Append each stage's shortfalls to the note of the first table of its section."""
+    by_heading: dict[str, list[str]] = {}
+    for stage, found in shortfalls.items():
+        heading = "Fine-tuning" if stage.startswith("train@") else SHORTFALL_SECTIONS.get(stage)
+        by_heading.setdefault(heading or "", []).extend(shortfall_line(r) for r in found)
+    for heading, tables in sections:
+        if by_heading.get(heading) and tables:
+            tables[0].note = f"{tables[0].note} Shortfall: {'; '.join(by_heading[heading])}.".strip()
+
+
 def build_sections(metrics: Mapping[str, Any]) -> list[tuple[str, list[Table]]]:
     """``[(heading, tables)]`` for the sections present in ``metrics``."""
     offline = bool(metrics.get("offline_default"))
     sections: list[tuple[str, list[Table]]] = []
+    shortfalls = {stage: rows for stage, rows in (metrics.get("shortfalls") or {}).items() if rows}
+    if shortfalls:
+        sections.append(("Shortfalls", [shortfalls_table(shortfalls)]))
     if "tagging" in metrics:
         sections.append(("Knowledge tagging", [report_tables.tagging_table(metrics["tagging"], offline=offline)]))
     if "kgc" in metrics:
@@ -53,6 +97,9 @@ def build_sections(metrics: Mapping[str, Any]) -> list[tuple[str, list[Table]]]:
     tuned = [
         report_tables.base_tuned_table(t, s, offline=offline) for t, s in (metrics.get("base_tuned") or {}).items()
     ]
+    for table in tuned:  # the same metric as a generation table above, on other items by design
+        table.note += (" The base model's scores here need not equal the generation tables above: those score the"
+                       " generation run's items, these the held-out items that no model was trained on.")  # fmt: skip
     if metrics.get("deltas"):
         provenance = metrics.get("deltas_provenance", "held-out splits of each team's data, paired by item")
         tuned.append(report_tables.deltas_table(metrics["deltas"], provenance=provenance, offline=offline))
@@ -60,6 +107,11 @@ def build_sections(metrics: Mapping[str, Any]) -> list[tuple[str, list[Table]]]:
         sections.append(("Tuned vs base", tuned))
     if "training" in metrics:
         sections.append(("Fine-tuning", [report_tables.training_table(metrics["training"], offline=offline)]))
+    ablations = (metrics.get("ablations") or {}).get("tables") or []
+    if ablations:
+        tables = [Table(**{**t, "groups": [tuple(g) for g in t.get("groups", [])]}) for t in ablations]
+        sections.append(("Ablations (dvc experiments)", tables))
+    _flag_notes(sections, shortfalls)
     if metrics.get("inputs"):
         sections.append(("Report inputs", [report_tables.inputs_table(metrics["inputs"])]))
     return sections
@@ -90,8 +142,9 @@ def write_summary(
     sections = build_sections(metrics)
     plots = write_plots(metrics, reports_dir / "plots")
     banner = OFFLINE_BANNER if metrics.get("offline_default") else ""
+    header = SummaryHeader(title, stamp_line(metrics.get("stamp")), metrics.get("traces_link"), banner)
     with atomic_open(reports_dir / "summary.md") as handle:
-        handle.write(summary_markdown(sections, plots, title=title, banner=banner))
+        handle.write(summary_markdown(sections, plots, header))
     with atomic_open(reports_dir / "summary.html") as handle:
-        handle.write(summary_html(sections, plots, title=title, banner=banner))
+        handle.write(summary_html(sections, plots, header))
     return {"markdown": reports_dir / "summary.md", "html": reports_dir / "summary.html", "plots": plots}

@@ -161,14 +161,20 @@ def _signed(value: float, scale: float) -> str:
     return f"{scale * value:+.1f}"
 
 
+MIN_INTERVAL_ITEMS = 5  # fewer paired items than this: "n too small" instead of a bootstrap interval
+
+
 def deltas_table(rows: Sequence[Mapping[str, Any]], *, provenance: Any = None, offline: bool = False) -> Table:
-    """Tuned vs base per team, system and metric: both values, the delta and its 95% interval.
-    Rates (metric values in [0, 1]) are shown x100; HTS scores (``scale`` 1) as they are."""
+    """Tuned vs base per team, system and metric: both values, the delta and its 95% interval
+    ("n too small" under :data:`MIN_INTERVAL_ITEMS` items). Rates (metric values in [0, 1]) are
+    shown x100; HTS scores (``scale`` 1) as they are."""
     body = []
     for r in rows:
         scale = float(r.get("scale", 100))
         low, high = r.get("ci") or (None, None)
         interval = "-" if low is None else f"[{_signed(low, scale)}, {_signed(high, scale)}]"
+        if low is not None and isinstance(r.get("n"), int) and r["n"] < MIN_INTERVAL_ITEMS:
+            interval = f"n too small ({r['n']})"
         body.append(
             [
                 str(r.get("team", "")),
@@ -185,7 +191,7 @@ def deltas_table(rows: Sequence[Mapping[str, Any]], *, provenance: Any = None, o
         "Tuned vs base, with paired bootstrap 95% intervals",
         ["Team", "System", "Metric", "Base", "Tuned", "Delta", "95% interval", "Items"],
         body,
-        provenance_line(provenance, offline=offline),
+        provenance_line(provenance, offline=offline) + f" Intervals need at least {MIN_INTERVAL_ITEMS} items.",
     )
 
 
@@ -212,7 +218,7 @@ def kgc_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
         body.append([method, *cells])
     return Table(
         "Knowledge graph construction, F1 (CooperKGC Table 2 layout)",
-        ["Model", *[d["name"] for d in datasets]],
+        ["Model", *[d.get("label", d["name"]) for d in datasets]],
         body,
         provenance_line(section.get("provenance"), offline=offline),
         groups,

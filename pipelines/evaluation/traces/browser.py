@@ -1,12 +1,15 @@
 """``reports/traces.html``: a static, self-contained trace browser (no server, no network).
 
-Per team a list of samples with their outcome (filter: all / correct / wrong / failed /
-unscored); choosing one shows its whole story (:func:`trace_story.story_html`). Large runs get a
-seeded sample per team (stratified by outcome, so rare failures stay visible), not every row.
+Per team a list of samples with their outcome (filter by the outcomes that team has: correct,
+wrong, kept, dropped, failed, unscored); choosing one shows its whole story
+(:func:`story.story_html`, the team's view first). Each sample has an address,
+``traces.html#<team>/<sample id>`` (e.g. ``#ram2c/d0``): opening it selects the team and shows
+the sample, and choosing a sample puts its address in the location bar. Large runs get a seeded
+sample per team (stratified by outcome, so rare failures stay visible), not every row.
 
     write_trace_browser("reports/traces.html",
                         {"tagging": "data/generated/tagging/traces.jsonl", "kgc": rows, ...},
-                        limit=200, seed=0)
+                        records={"kgc": "data/generated/kgc/predictions.jsonl"}, limit=200, seed=0)
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.traces.story import OUTCOMES, esc, sample_outcome, story_html
+from pipelines.evaluation.traces.story import OUTCOMES, sample_outcome, story_html
+from pipelines.evaluation.traces.views import esc
 from pipelines.io import atomic_open
 
 STYLE = """
@@ -30,7 +34,9 @@ header{padding:.6rem 1rem;border-bottom:1px solid #ccc;background:#fafafa;positi
 #list li.active{background:#e6f0ff}
 main{overflow:auto;padding:0 1rem 2rem}
 .badge{font-size:.75rem;padding:0 .35rem;border-radius:3px;margin-left:.4rem}
-.correct{background:#d7f5dd}.wrong{background:#fde2c8}.failed{background:#f8d0d0}.unscored{background:#e4e4e4}
+.correct,.kept{background:#d7f5dd}.wrong,.dropped{background:#fde2c8}.failed{background:#f8d0d0}
+.unscored{background:#e4e4e4}
+section.first{border:2px solid #99b;border-radius:6px;padding:.2rem .8rem;margin:.6rem 0;background:#f7f8ff}
 .step{border:1px solid #ccc;border-radius:5px;margin:.6rem 0;padding:.4rem .6rem}
 .step.failed{border-color:#d66}
 .tag{font-size:.75rem;background:#eef;border-radius:3px;padding:0 .3rem;margin-left:.3rem}
@@ -49,25 +55,56 @@ SCRIPT = """
   const items = document.querySelectorAll('#list li');
   function outcome() { return document.querySelector('input[name=outcome]:checked').value; }
   function refresh() {
+    const present = new Set();
     let shown = 0;
     items.forEach(function (li) {
+      if (li.dataset.team === team.value) { present.add(li.dataset.outcome); }
       const visible = li.dataset.team === team.value && (outcome() === 'all' || li.dataset.outcome === outcome());
       li.hidden = !visible;
       if (visible) { shown += 1; }
     });
+    filters.forEach(function (f) { f.parentElement.hidden = f.value !== 'all' && !present.has(f.value); });
     document.getElementById('shown').textContent = shown + ' shown';
   }
-  function open(li) {
+  function open(li, remember) {
     items.forEach(function (other) { other.classList.toggle('active', other === li); });
     document.querySelectorAll('main article').forEach(function (a) { a.hidden = a.id !== li.dataset.target; });
     document.getElementById('hint').hidden = true;
+    if (remember) { history.replaceState(null, '', '#' + li.dataset.team + '/' + li.dataset.sample); }
   }
-  items.forEach(function (li) { li.addEventListener('click', function () { open(li); }); });
+  function follow() {
+    const address = decodeURIComponent(location.hash.slice(1));
+    const slash = address.indexOf('/');
+    if (slash < 0) { return; }
+    const wanted = address.slice(0, slash), sample = address.slice(slash + 1);
+    const li = Array.prototype.find.call(items, function (x) {
+      return x.dataset.team === wanted && x.dataset.sample === sample;
+    });
+    if (!li) {
+      document.getElementById('hint').textContent =
+        'No sample ' + address + ' in this page (a seeded sample of each team is shown).';
+      return;
+    }
+    team.value = wanted;
+    document.querySelector('input[name=outcome][value=all]').checked = true;
+    refresh();
+    open(li, false);
+    li.scrollIntoView({block: 'nearest'});
+  }
+  items.forEach(function (li) { li.addEventListener('click', function () { open(li, true); }); });
   team.addEventListener('change', refresh);
   filters.forEach(function (f) { f.addEventListener('change', refresh); });
+  window.addEventListener('hashchange', follow);
   refresh();
+  follow();
 })();
 """
+
+
+def read_records(path: Path | str) -> dict[str, dict[str, Any]]:
+    """A team's ``predictions.jsonl`` as ``{id: row}`` (unreadable lines skipped)."""
+    rows, _ = read_trace_rows(path)
+    return {str(row["id"]): row for row in rows if "id" in row}
 
 
 def read_trace_rows(path: Path | str) -> tuple[list[dict[str, Any]], int]:
@@ -123,10 +160,12 @@ def render_browser(
     title: str = "edumas traces",
     notes: Mapping[str, str] | None = None,
     outcomes: Mapping[str, Mapping[str, str]] | None = None,
+    records: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> tuple[str, dict[str, dict[str, Any]]]:
     """The page for ``{team: trace rows}`` and per-team stats ``{"samples", "shown", "sampled",
-    "outcomes"}``. ``outcomes`` (``{team: {sample_id: outcome}}``, e.g. from the predictions)
-    overrides what the rows say (:func:`trace_story.sample_outcome`)."""
+    "outcomes"}``. ``outcomes`` (``{team: {sample_id: outcome}}``) overrides what the rows say
+    (:func:`story.sample_outcome`); ``records`` (``{team: {sample_id: predictions row}}``) gives
+    each story its gold or label."""
     if not teams:
         raise ValueError("the trace browser needs at least one team's traces")
     stats: dict[str, dict[str, Any]] = {}
@@ -143,13 +182,17 @@ def render_browser(
             target = f"s{t}-{i}"
             outcome = found[sample_id]
             steps = len(samples[sample_id])
+            record = (records or {}).get(team, {}).get(sample_id)
             items.append(
-                f'<li data-team="{esc(team)}" data-outcome="{outcome}" data-target="{target}">{esc(sample_id)}'
+                f'<li data-team="{esc(team)}" data-sample="{esc(sample_id)}" data-outcome="{outcome}" '
+                f'data-target="{target}">{esc(sample_id)}'
                 f'<span class="badge {outcome}">{outcome}</span> <span class="meta">{steps} steps</span></li>'
             )
+            link = f'<a class="meta" href="#{esc(team)}/{esc(sample_id)}">link to this sample</a>'
             articles.append(
                 f'<article id="{target}" hidden><h2>{esc(team)} · {esc(sample_id)} '
-                f'<span class="badge {outcome}">{outcome}</span></h2>{story_html(samples[sample_id])}</article>'
+                f'<span class="badge {outcome}">{outcome}</span> {link}</h2>'
+                f"{story_html(samples[sample_id], record)}</article>"
             )
     summary = "; ".join(
         f"{team}: {s['shown']} of {s['samples']} samples" + (f" (seeded sample, seed {seed})" if s["sampled"] else "")
@@ -180,9 +223,11 @@ def write_trace_browser(
     seed: int = 0,
     title: str = "edumas traces",
     outcomes: Mapping[str, Mapping[str, str]] | None = None,
+    records: Mapping[str, Path | str | Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Write the page for ``{team: traces JSONL path or rows}``; returns per-team stats (with
-    ``bad_lines`` for unreadable JSONL lines, which are skipped). ``outcomes``: see :func:`render_browser`."""
+    ``bad_lines`` for unreadable JSONL lines, which are skipped). ``outcomes``, ``records``
+    (``{team: predictions.jsonl path or {id: row}}``): see :func:`render_browser`."""
     loaded, bad = {}, {}
     for team, source in teams.items():
         if isinstance(source, (str, Path)):
@@ -190,7 +235,10 @@ def write_trace_browser(
         else:
             loaded[team], bad[team] = list(source), 0
     notes = {t: f"{t}: {n} unreadable trace lines skipped." for t, n in bad.items() if n}
-    page, stats = render_browser(loaded, limit=limit, seed=seed, title=title, notes=notes, outcomes=outcomes)
+    by_id = {t: read_records(r) if isinstance(r, (str, Path)) else r for t, r in (records or {}).items()}
+    page, stats = render_browser(
+        loaded, limit=limit, seed=seed, title=title, notes=notes, outcomes=outcomes, records=by_id
+    )
     with atomic_open(path) as handle:
         handle.write(page)
     for team in stats:

@@ -22,6 +22,14 @@ LABEL = re.compile(
 QUOTES = "\"'“”‘’「」`"
 
 
+# The content rules of parse_question, in the schema the backend enforces (as a regular expression:
+# xgrammar reads no minLength/maxLength beside a pattern): one line of 8-120 characters (inside
+# max_tokens.topic_writer, 40) ending with "?" or "？", without "<", ">", braces, quotes or
+# backslashes, so the example's placeholder, a JSON fragment or a long copy of the passage cannot be decoded.
+QUESTION_CHARS = (8, 120)
+QUESTION_PATTERN = rf'^[^<>{{}}"\\\n]{{{QUESTION_CHARS[0] - 1},{QUESTION_CHARS[1] - 1}}}[?？]$'
+
+
 class QuestionOut(BaseModel):
     """json mode of the topic writer."""
 
@@ -29,7 +37,7 @@ class QuestionOut(BaseModel):
         "en": '{"question": "<your question to the student, ending with ?>"}',
         "zh": '{"question": "<你向学生提的问题，以？结尾>"}',
     }
-    question: str = Field(min_length=1, max_length=400)
+    question: str = Field(pattern=QUESTION_PATTERN)
 
     def to_result(self) -> str:
         return parse_question(self.question)
