@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipelines.agents.merge import merge_shard_outputs
 from pipelines.agents.shards import ShardConfig, params_fingerprint
+from pipelines.agents.shortfalls import flag_shortfalls
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
 from pipelines.tracking import stage_run
 
@@ -27,18 +28,19 @@ log = logging.getLogger("edumas")
 
 
 def _teams() -> dict:
-    """team -> (params sections, finishing function); imported here so --help stays fast."""
+    """team -> (params sections, finishing function, the stage's shortfalls); imported here so
+    --help stays fast."""
     from pipelines.kgc.config import KGCConfig
     from pipelines.kgc.run import finish_kgc
     from pipelines.ram2c.run import finish_ram2c
     from pipelines.tagging.config import TaggingConfig
     from pipelines.tagging.run import finish_tagging
-    from stages.generate_ram2c import SECTIONS as RAM2C_SECTIONS
+    from stages import generate_kgc, generate_ram2c, generate_tagging
 
     return {
-        "tagging": ({"tagging": TaggingConfig}, finish_tagging),
-        "kgc": ({"kgc": KGCConfig}, finish_kgc),
-        "ram2c": (RAM2C_SECTIONS, finish_ram2c),
+        "tagging": ({"tagging": TaggingConfig}, finish_tagging, generate_tagging.shortfalls),
+        "kgc": ({"kgc": KGCConfig}, finish_kgc, generate_kgc.shortfalls),
+        "ram2c": (generate_ram2c.SECTIONS, finish_ram2c, generate_ram2c.shortfalls),
     }
 
 
@@ -46,7 +48,7 @@ def _run(argv: list[str] | None) -> int:
     team_parser = argparse.ArgumentParser(add_help=False)
     team_parser.add_argument("--team", choices=["tagging", "kgc", "ram2c"])
     known, _ = team_parser.parse_known_args(argv)
-    sections, finish = _teams()[known.team or "tagging"]  # the full parser below requires --team
+    sections, finish, shortfalls = _teams()[known.team or "tagging"]  # the full parser below requires --team
 
     def options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--team", choices=["tagging", "kgc", "ram2c"], required=True, help="whose shards")
@@ -59,6 +61,7 @@ def _run(argv: list[str] | None) -> int:
     with stage_run(f"merge_shards_{args.team}", cfg.model_dump()) as run:
         merged = merge_shard_outputs(outputs, fingerprint=fingerprint, count=args.count)
         metrics = finish(cfg, outputs, merged.report, context=merged.context, counters=merged.counters)
+        metrics["shortfalls"] = flag_shortfalls(f"generate_{args.team}", shortfalls(cfgs, metrics))  # as one run
         write_metrics(Path(outputs.reports_dir) / "metrics.json", metrics, run)
     log.info(
         "merged %d shards of %s: %d samples, %s", merged.count, args.team, merged.report.samples, merged.report.written

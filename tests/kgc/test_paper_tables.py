@@ -118,8 +118,9 @@ def test_table3_and_fig3_from_the_queued_experiments():
     table2_part = text.split("### CooperKGC Table 2 layout")[1].split("###")[0]
     assert "| CooperKGC (1-shot) | 61.5 (+6.2) | 49.2 (+22.7) | 47.5 (+20.6) | 79.5 (+10.8) |" not in lines
     assert "| CooperKGC (1-shot) | 61.5 (+6.2) | 49.2 (+22.7) | 47.5 (+20.6) | 81.3 (+10.1) |" in table2_part
-    generic = text.split("CooperKGC ablations (rounds, simplification, background)")[1].split("###")[0]
-    assert not any(name in generic for name in (*TABLE3, *FIG3, TABLE2))  # the paper layouts show those
+    # the paper layouts show those; the generic table (absent here: none of its runs is there) never does
+    generic = text.split("CooperKGC ablations (rounds, simplification, background)")[1:]
+    assert not any(name in part.split("###")[0] for part in generic for name in (*TABLE3, *FIG3, TABLE2))
 
 
 def test_the_paper_experiments_are_in_the_queued_set_and_unflatten_inverts_flatten():

@@ -13,12 +13,14 @@ import pytest
 import yaml
 
 from pipelines.agents.shards import ShardConfig
+from pipelines.agents.shortfalls import flag_shortfalls
 from pipelines.config import load_section
 from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.ram2c.run import generate_ram2c
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
 from pipelines.stage import write_metrics
+from stages.generate_ram2c import shortfalls
 from stages.merge_shards import main as merge
 from tests.ram2c.scripted import DOCS, FakeRetriever, backend
 from tests.shard_checks import assert_same_outputs
@@ -46,6 +48,10 @@ def write_params(folder: Path) -> tuple[Path, Ram2cConfig, BuildKBConfig, Retrie
     return params, cfg, build, retrieval
 
 
+def sections_of(cfg: Ram2cConfig, build, retrieval) -> dict:
+    return {"ram2c": cfg, "build_kb": build, "retrieval": retrieval}
+
+
 def run(folder: Path, cfg: Ram2cConfig, build, retrieval) -> dict:
     runtime = LLMRuntime(cfg.llm, backends={backend_key(cfg.llm.default): backend()})
     try:
@@ -58,7 +64,9 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
     one, sharded = tmp_path / "one", tmp_path / "sharded"
     one.mkdir(), sharded.mkdir()
     _, cfg, build, retrieval = write_params(one)
-    write_metrics(one / REPORTS / "metrics.json", run(one, cfg, build, retrieval))
+    metrics = run(one, cfg, build, retrieval)
+    metrics["shortfalls"] = flag_shortfalls("generate_ram2c", shortfalls(sections_of(cfg, build, retrieval), metrics))
+    write_metrics(one / REPORTS / "metrics.json", metrics)  # what the stage writes for one run
     params, cfg, build, retrieval = write_params(sharded)
     for index in range(3):
         metrics = run(sharded, cfg.model_copy(update={"shard": ShardConfig(index=index, count=3)}), build, retrieval)
