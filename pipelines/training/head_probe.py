@@ -120,7 +120,7 @@ class HeadParityProbe(TrainerCallback):
                 f"{first['mean_abs_diff']:.3g}, tolerance {self.tolerance:g}) {first['error']}; this is a bug in "
                 "pipelines/training/lm_head.py or a nondeterministic model: report it with the model's folder"
             )
-        result["fused_mean_abs_diff"] = first["mean_abs_diff"]
+        result["fused_mean_abs_diff"] = None if first["error"] else first["mean_abs_diff"]  # no inf in JSON
         result["fused_error"] = first["error"]
         if "ref_chosen_logps" in (self.trainer.train_dataset.column_names or []):
             raise HeadParityError(

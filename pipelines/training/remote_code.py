@@ -13,7 +13,9 @@ place, once per loaded module:
 - the class with ``GenerationMixin`` added (transformers 5 derives it for remote classes that define
   ``prepare_inputs_for_generation`` but do not inherit the mixin, both MiniCPM's and ChatGLM3's) is registered
   for the config class: otherwise only the first ``from_pretrained`` in a process gets it, and later ones
-  (a DPO reference, the merge) build the bare class, without ``generation_config`` (trl's DPOTrainer reads it).
+  (a DPO reference, the merge) build the bare class, without ``generation_config`` (trl's DPOTrainer reads it);
+  it is also registered for ``AutoModelForCausalLM`` so that ``save_pretrained`` (full weights, the merge)
+  writes the remote-code files and ``auto_map`` next to the weights, as loading from the hub path does.
 
 The changes live in the class ``__dict__``, which the derived class copies.
 
@@ -59,6 +61,7 @@ def prepare_remote_model_class(model_path: str | Path, *, trust_remote_code: boo
         setattr(cls, GENERATING, add_generation_mixin_to_remote_model(cls))
     generating = cls.__dict__[GENERATING]
     AutoModelForCausalLM.register(type(config), generating, exist_ok=True)
+    generating.register_for_auto_class("AutoModelForCausalLM")  # save_pretrained copies the remote code files
     return generating
 
 
