@@ -73,7 +73,7 @@ def family_models(tiny_model, chatglm3_model, minicpm_model) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def family_data(tmp_path_factory, family_models) -> dict[str, Path]:
     """The SFT/DPO datasets built with each family model's tokenizer (``<root>/{sft,dpo}``, ``data_card.json``)."""
-    return {name: build_tiny_data(tmp_path_factory.mktemp(f"data-{name}"), model) for name, model in family_models.items()}
+    return {name: build_tiny_data(tmp_path_factory.mktemp(f"data-{name}"), m) for name, m in family_models.items()}
 
 
 def build_tiny_data(root: Path, model: Path) -> Path:
