@@ -16,7 +16,7 @@ from typing import Any
 from pipelines.training.chat_encoding import install_remote_code_shims, stop_token_ids, tokenizer_fingerprint
 from pipelines.training.config import TrainConfig
 from pipelines.training.families import Family, attention_implementation, model_stop_ids, prepare_tokenizer
-from pipelines.training.remote_code import prepare_remote_model_class
+from pipelines.training.remote_code import load_remote_aware
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,8 @@ def load_dtype(cfg: TrainConfig, *, deepspeed: bool) -> str:
 def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer, *, family: Family, deepspeed=False, zero3=False):
     """Load a model for training; call it only after :func:`trainer_args` (ZeRO-3 partitions while loading)."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"dtype": getattr(torch, load_dtype(cfg, deepspeed=deepspeed)), "trust_remote_code": trust}
-    kwargs.update(dict(family.load_kwargs))
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, load_dtype(cfg, deepspeed=deepspeed))}
     attention = attention_implementation(cfg.attn_implementation, family)
     if attention is not None:
         kwargs["attn_implementation"] = attention
@@ -85,8 +83,7 @@ def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer, *, family: F
         kwargs["quantization_config"] = BitsAndBytesConfig(**qlora_settings(cfg, zero3=zero3))
         if not zero3:  # ZeRO-3 places (and shards) the weights itself; a device_map conflicts with zero.Init
             kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
-    prepare_remote_model_class(path, trust_remote_code=trust)
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model = load_remote_aware(path, trust_remote_code=trust, load_kwargs=dict(family.load_kwargs), **kwargs)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if cfg.tuning == "qlora":

@@ -19,6 +19,11 @@ place, once per loaded module:
 
 The changes live in the class ``__dict__``, which the derived class copies.
 
+After loading, :func:`restore_computed_buffers` recomputes the non-persistent buffers (MiniCPM's rotary
+``inv_freq``/``cos_cached``/``sin_cached``): transformers 5 builds the model on the meta device and then
+replaces such buffers by ``torch.empty_like`` memory, re-initialising only the rotary modules it knows;
+the remote ``_init_weights`` does not touch them, so they would hold whatever the memory held.
+
 The names transformers 5 removed that remote files import are re-added by
 :func:`pipelines.training.chat_encoding.install_remote_code_shims`, called here too.
 """
@@ -97,3 +102,40 @@ def adapt_legacy_tied_weights(cls: type, config: Any) -> dict[str, str] | None:
     cls._tied_weights_keys = mapping
     log.info("%s: legacy _tied_weights_keys %s read as %s", cls.__name__, list(legacy), mapping)
     return mapping
+
+
+def restore_computed_buffers(model, *, load_kwargs: dict[str, Any] | None = None) -> list[str]:
+    """Give ``model``'s non-persistent buffers the values its ``__init__`` computes; returns their names.
+
+    The values come from a second instance built with parameters on the meta device and buffers on the CPU
+    (``accelerate.init_empty_weights(include_buffers=False)``), so nothing of the weights' size is allocated.
+    """
+    import torch
+    from accelerate import init_empty_weights
+
+    names = [name for name, _ in model.named_non_persistent_buffers()]
+    if not names:
+        return []
+    with init_empty_weights(include_buffers=False):
+        donor = type(model)(model.config, **(load_kwargs or {}))
+    computed = dict(donor.named_buffers())
+    with torch.no_grad():
+        for name in names:
+            buffer = model.get_buffer(name)
+            buffer.copy_(computed[name].to(device=buffer.device, dtype=buffer.dtype))
+    log.info("%s: recomputed %d non-persistent buffer(s) after loading", type(model).__name__, len(names))
+    return names
+
+
+def load_remote_aware(path: str | Path, *, trust_remote_code: bool, load_kwargs: dict[str, Any] | None = None,
+                      **kwargs: Any):  # fmt: skip
+    """``AutoModelForCausalLM.from_pretrained`` with the adaptations of this module (native models unchanged)."""
+    from transformers import AutoModelForCausalLM
+
+    remote = prepare_remote_model_class(path, trust_remote_code=trust_remote_code)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(path), trust_remote_code=trust_remote_code, **(load_kwargs or {}), **kwargs
+    )
+    if remote is not None:
+        restore_computed_buffers(model, load_kwargs=load_kwargs)
+    return model

@@ -51,7 +51,7 @@ from pipelines.training.loading import (
     needs_reference_model,
     qlora_settings,
 )
-from pipelines.training.remote_code import prepare_remote_model_class
+from pipelines.training.remote_code import load_remote_aware
 from pipelines.training.rows import REQUIRED_COLUMNS
 from pipelines.training.summary import loss_history, write_run_summary
 
@@ -230,12 +230,11 @@ def merge_adapter(base_model: str, adapter_dir: Path, dest: Path, *, trust: bool
     """Load the base model, apply the adapter, merge it into the weights and save to ``dest`` (whole weights,
     in this process only, also after a ZeRO-3 run)."""
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     with zero3_lifted():
-        prepare_remote_model_class(base_model, trust_remote_code=trust)
         load_kwargs = dict(family.load_kwargs) if family else {}
-        base = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto", trust_remote_code=trust, **load_kwargs)
+        base = load_remote_aware(base_model, trust_remote_code=trust, load_kwargs=load_kwargs, dtype="auto")
         merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir), trust_remote_code=trust)
 

@@ -25,13 +25,9 @@ def sample_inputs(model, rows: int = 2, length: int = 9):
 
 
 def load_plain(model_dir):
-    from transformers import AutoModelForCausalLM
+    from pipelines.training.remote_code import load_remote_aware
 
-    from pipelines.training.remote_code import prepare_remote_model_class
-
-    prepare_remote_model_class(model_dir, trust_remote_code=True)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), trust_remote_code=True, dtype="float32")
-    return model.eval()
+    return load_remote_aware(model_dir, trust_remote_code=True, dtype="float32").eval()
 
 
 def own_log_probs(model, input_ids, labels):

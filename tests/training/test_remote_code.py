@@ -46,6 +46,25 @@ def test_minicpm_loads_with_its_tied_embeddings_and_checkpoint_weights(minicpm_m
     assert model.generation_config is not None
 
 
+def test_minicpm_rotary_tables_are_recomputed_after_loading(minicpm_model):
+    """transformers 5 re-creates non-persistent buffers with ``torch.empty_like`` after a meta-device build;
+    MiniCPM keeps its rotary ``inv_freq``/``cos_cached``/``sin_cached`` in such buffers."""
+    import torch
+
+    from tests.standins import _minicpm_modeling_with_shims
+
+    model = load(minicpm_model)
+    reference = _minicpm_modeling_with_shims().MiniCPMRotaryEmbedding(16, 512, 10000.0)  # head_dim 64 / 4 heads
+    rotary = model.model.layers[0].self_attn.rotary_emb
+    for name in ("inv_freq", "cos_cached", "sin_cached"):
+        assert torch.equal(getattr(rotary, name), getattr(reference, name)), name
+    again = load(minicpm_model)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():  # two loads in one process give the same model (uninitialised memory would not)
+        first, second = (m(input_ids=ids, use_cache=False).logits for m in (model, again))
+    torch.testing.assert_close(first, second)
+
+
 def test_chatglm3_loads_although_its_classes_never_call_post_init(chatglm3_model):
     import torch
 

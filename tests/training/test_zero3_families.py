@@ -40,9 +40,8 @@ def zero3_two_cpu_processes(tmp_path: Path) -> Path:
 def test_chatglm3_trains_checks_its_head_and_merges_under_zero3(chatglm3_model, family_data, tmp_path):
     import torch
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM
 
-    from pipelines.training.remote_code import prepare_remote_model_class
+    from pipelines.training.remote_code import load_remote_aware
 
     out = tmp_path / "run"
     data = family_data["chatglm3"]
@@ -86,8 +85,8 @@ def test_chatglm3_trains_checks_its_head_and_merges_under_zero3(chatglm3_model, 
     assert (out / "merged" / "modeling_chatglm.py").is_file()  # loadable on its own, with its remote code
 
     def load(path):
-        prepare_remote_model_class(path, trust_remote_code=True)
-        return AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=True, dtype="float32").eval()
+        model = load_remote_aware(path, trust_remote_code=True, load_kwargs={"empty_init": False}, dtype="float32")
+        return model.eval()
 
     ids = torch.tensor([[5, 17, 40, 41, 42, 60]])
     with torch.no_grad():

@@ -10,6 +10,8 @@ It keeps the traits of the real code that matter to fine-tuning under transforme
 - it imports the names the real file imports from transformers, ``is_torch_fx_available`` among them
   (removed in transformers 5; edumas re-adds it), and builds the legacy cache when ``use_cache`` is on
   (``DynamicCache.from_legacy_cache``, gone in transformers 5): callers must pass ``use_cache=False``;
+- rotary tables in non-persistent buffers (``MiniCPMRotaryEmbedding``): transformers 5 re-creates such buffers
+  uninitialised after loading, and MiniCPM's ``_init_weights`` does not recompute them;
 - ``base_model_prefix = "model"``, SDPA attention with a 4-D causal mask, no ``**kwargs`` in ``forward``;
   no ``GenerationMixin`` base but its own ``prepare_inputs_for_generation`` (transformers adds the mixin).
 """
@@ -45,6 +47,24 @@ class MiniCPMRMSNorm(nn.Module):
         return (hidden_states * torch.rsqrt(variance + self.variance_epsilon)).to(hidden_states.dtype) * self.weight
 
 
+class MiniCPMRotaryEmbedding(nn.Module):
+    """Rotary tables as the real code keeps them: ``inv_freq``, ``cos_cached`` and ``sin_cached``, all
+    non-persistent buffers (computed in ``__init__``, not in the checkpoint)."""
+
+    def __init__(self, dim, max_position_embeddings=2048, base=10000):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.max_seq_len_cached = max_position_embeddings
+        angles = torch.outer(torch.arange(max_position_embeddings, dtype=torch.float32), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos_cached", angles.cos(), persistent=False)
+        self.register_buffer("sin_cached", angles.sin(), persistent=False)
+
+    def forward(self, x, seq_len):
+        return self.cos_cached[:seq_len].to(x.dtype), self.sin_cached[:seq_len].to(x.dtype)
+
+
 def rotate_half(x):
     first, second = x.chunk(2, dim=-1)
     return torch.cat((-second, first), dim=-1)
@@ -60,17 +80,15 @@ class MiniCPMAttention(nn.Module):
         self.k_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=False)
-        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.rotary_emb = MiniCPMRotaryEmbedding(self.head_dim, config.max_position_embeddings, config.rope_theta)
 
     def forward(self, hidden_states, attention_mask, position_ids):
         batch, seq, _ = hidden_states.shape
         query = self.q_proj(hidden_states).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
         key = self.k_proj(hidden_states).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
         value = self.v_proj(hidden_states).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        angles = position_ids[:, None, :, None].float() * self.inv_freq.to(hidden_states.device)[None, None, None, :]
-        angles = torch.cat((angles, angles), dim=-1)
-        cos, sin = angles.cos(), angles.sin()
+        cos, sin = self.rotary_emb(value, seq_len=seq)
+        cos, sin = cos.float()[position_ids].unsqueeze(1), sin.float()[position_ids].unsqueeze(1)
         query = (query.float() * cos + rotate_half(query.float()) * sin).to(value.dtype)
         key = (key.float() * cos + rotate_half(key.float()) * sin).to(value.dtype)
         repeat = self.heads // self.kv_heads
