@@ -52,8 +52,6 @@ class Family:
     ``supported_attention``: implementations the model's code accepts.
     ``lm_head``: the head trl's trainers score with by default (:mod:`pipelines.training.lm_head`): ``fused``
     (trl's fused LM head) or ``own`` (the model's own forward: its head is not ``lm_head(hidden_states)``).
-    ``load_kwargs``: extra ``from_pretrained`` arguments the remote ``__init__`` takes (ChatGLM3's
-    ``empty_init=False``: its default ``skip_init`` cannot run inside DeepSpeed's ``zero.Init``).
     ``bos_first``: the model's own chat code starts every sequence with BOS, which its template does not write.
     """
 
@@ -69,7 +67,6 @@ class Family:
     default_attention: str | None = "sdpa"
     supported_attention: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
     lm_head: str = "fused"
-    load_kwargs: tuple[tuple[str, Any], ...] = ()
     bos_first: bool = False
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -122,7 +119,6 @@ FAMILIES: dict[str, Family] = {
             default_attention=None,
             supported_attention=(),  # CoreAttention calls torch SDPA itself; no attn_implementation accepted
             lm_head="own",  # no lm_head: transformer.output_layer on sequence-first hidden states
-            load_kwargs=(("empty_init", False),),  # as ChatGLM3's own fine-tuning code loads it
             notes="ChatGLM3-6B: [gMASK]sop<|user|>\\n text<|assistant|>; fused query_key_value; head "
             "transformer.output_layer (own head); remote code.",
         ),

@@ -83,7 +83,7 @@ def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer, *, family: F
         kwargs["quantization_config"] = BitsAndBytesConfig(**qlora_settings(cfg, zero3=zero3))
         if not zero3:  # ZeRO-3 places (and shards) the weights itself; a device_map conflicts with zero.Init
             kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
-    model = load_remote_aware(path, trust_remote_code=trust, load_kwargs=dict(family.load_kwargs), **kwargs)
+    model = load_remote_aware(path, trust_remote_code=trust, **kwargs)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if cfg.tuning == "qlora":

@@ -104,7 +104,7 @@ def adapt_legacy_tied_weights(cls: type, config: Any) -> dict[str, str] | None:
     return mapping
 
 
-def restore_computed_buffers(model, *, load_kwargs: dict[str, Any] | None = None) -> list[str]:
+def restore_computed_buffers(model) -> list[str]:
     """Give ``model``'s non-persistent buffers the values its ``__init__`` computes; returns their names.
 
     The values come from a second instance built with parameters on the meta device and buffers on the CPU
@@ -117,7 +117,7 @@ def restore_computed_buffers(model, *, load_kwargs: dict[str, Any] | None = None
     if not names:
         return []
     with init_empty_weights(include_buffers=False):
-        donor = type(model)(model.config, **(load_kwargs or {}))
+        donor = type(model)(model.config)
     computed = dict(donor.named_buffers())
     with torch.no_grad():
         for name in names:
@@ -127,15 +127,12 @@ def restore_computed_buffers(model, *, load_kwargs: dict[str, Any] | None = None
     return names
 
 
-def load_remote_aware(path: str | Path, *, trust_remote_code: bool, load_kwargs: dict[str, Any] | None = None,
-                      **kwargs: Any):  # fmt: skip
+def load_remote_aware(path: str | Path, *, trust_remote_code: bool, **kwargs: Any):
     """``AutoModelForCausalLM.from_pretrained`` with the adaptations of this module (native models unchanged)."""
     from transformers import AutoModelForCausalLM
 
     remote = prepare_remote_model_class(path, trust_remote_code=trust_remote_code)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path), trust_remote_code=trust_remote_code, **(load_kwargs or {}), **kwargs
-    )
+    model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=trust_remote_code, **kwargs)
     if remote is not None:
-        restore_computed_buffers(model, load_kwargs=load_kwargs)
+        restore_computed_buffers(model)
     return model

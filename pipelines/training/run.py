@@ -233,8 +233,7 @@ def merge_adapter(base_model: str, adapter_dir: Path, dest: Path, *, trust: bool
     from transformers import AutoTokenizer
 
     with zero3_lifted():
-        load_kwargs = dict(family.load_kwargs) if family else {}
-        base = load_remote_aware(base_model, trust_remote_code=trust, load_kwargs=load_kwargs, dtype="auto")
+        base = load_remote_aware(base_model, trust_remote_code=trust, dtype="auto")
         merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir), trust_remote_code=trust)
 

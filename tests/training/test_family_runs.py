@@ -16,12 +16,10 @@ IDS = [[5, 17, 40, 41, 42, 60, 61]]
 
 
 def load(path):
-    """As training loads it: the remote class adapted, the family's load arguments (ChatGLM3: empty_init=False)."""
-    from pipelines.training.families import detect_family, read_model_type
+    """As training loads it (the remote class adapted, computed buffers restored)."""
     from pipelines.training.remote_code import load_remote_aware
 
-    extra = dict(detect_family(read_model_type(path)).load_kwargs)
-    return load_remote_aware(path, trust_remote_code=True, load_kwargs=extra, dtype="float32").eval()
+    return load_remote_aware(path, trust_remote_code=True, dtype="float32").eval()
 
 
 def logits(model):

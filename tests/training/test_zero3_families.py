@@ -1,8 +1,9 @@
 """ChatGLM3 under DeepSpeed ZeRO-3, end to end on CPU: the real ``train`` stage under ``accelerate launch``
 with two gloo processes and the shipped ``configs/deepspeed/zero3.json`` (``zero3_init_flag: true``).
 
-The stand-in keeps ChatGLM3's ``skip_init`` (its default ``empty_init=True``), which cannot run inside
-``deepspeed.zero.Init`` ("Cannot copy out of meta tensor"); its own head, checked by the parity probe
+The stand-in keeps ChatGLM3's ``skip_init`` (its default ``empty_init=True``) inside ``deepspeed.zero.Init``
+(older DeepSpeed failed there with "Cannot copy out of meta tensor"; 0.19.8 handles ``skip_init`` itself),
+its classes without ``post_init`` (which transformers 5 needs), its own head, checked by the parity probe
 with the layers gathered by ZeRO-3; and ``merge: true``, which loads the base model again on rank 0 alone
 after training (whole weights, outside ``zero.Init``). The first DeepSpeed run in a fresh environment
 compiles a CPU comm op (2-3 min on 2 cores, cached in ``~/.cache/torch_extensions``).
@@ -38,11 +39,6 @@ def zero3_two_cpu_processes(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_chatglm3_trains_checks_its_head_and_merges_under_zero3(chatglm3_model, family_data, tmp_path):
-    import torch
-    from peft import PeftModel
-
-    from pipelines.training.remote_code import load_remote_aware
-
     out = tmp_path / "run"
     data = family_data["chatglm3"]
     params = {
@@ -81,12 +77,16 @@ def test_chatglm3_trains_checks_its_head_and_merges_under_zero3(chatglm3_model, 
     checkpoint = out / "checkpoints" / f"checkpoint-{STEPS}"
     assert (checkpoint / f"global_step{STEPS}" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").is_file()  # 2 ranks
 
+    import torch
+    from peft import PeftModel
+
+    from pipelines.training.remote_code import load_remote_aware
+
     # the merged folder holds whole weights equal to base + adapter, computed here in one process
     assert (out / "merged" / "modeling_chatglm.py").is_file()  # loadable on its own, with its remote code
 
     def load(path):
-        model = load_remote_aware(path, trust_remote_code=True, load_kwargs={"empty_init": False}, dtype="float32")
-        return model.eval()
+        return load_remote_aware(path, trust_remote_code=True, dtype="float32").eval()
 
     ids = torch.tensor([[5, 17, 40, 41, 42, 60]])
     with torch.no_grad():
