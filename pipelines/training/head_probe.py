@@ -18,6 +18,7 @@ Outcome, recorded in the run's metrics and W&B config (``lm_head`` in ``metrics.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from transformers import TrainerCallback
@@ -103,6 +104,7 @@ class HeadParityProbe(TrainerCallback):
         return scores | {"error": failure}
 
     def on_train_begin(self, args, state, control, **kwargs):
+        started = time.perf_counter()
         switches = self.switches()
         if not switches:
             raise HeadParityError("the trainer's model has no edumas head switch: build it with build_trainer")
@@ -111,7 +113,7 @@ class HeadParityProbe(TrainerCallback):
         result: dict[str, Any] = {"family": self.family, "initial_path": initial, "path": initial,
                                   "tolerance": self.tolerance, "fell_back": False}  # fmt: skip
         if first["mean_abs_diff"] <= self.tolerance:
-            self.result = result | _public(first) | {"passed": True}
+            self.result = result | _public(first) | {"passed": True, "seconds": time.perf_counter() - started}
             self._log()
             return control
         if initial == "own":
@@ -142,15 +144,16 @@ class HeadParityProbe(TrainerCallback):
             "training on the model's own head; set lm_head: own to skip this check's fallback",
             self.family, first["mean_abs_diff"], f"; {first['error']}" if first["error"] else "",
         )  # fmt: skip
-        self.result = result | _public(second) | {"path": "own", "fell_back": True, "passed": True}
+        self.result = result | _public(second) | {"path": "own", "fell_back": True, "passed": True,
+                                                  "seconds": time.perf_counter() - started}  # fmt: skip
         self._log()
         return control
 
     def _log(self) -> None:
         r = self.result
         log.info(
-            "lm-head probe: %s head, mean |Δ log p| %.2e (max %.2e) over %d tokens, tolerance %.0e",
-            r["path"], r["mean_abs_diff"], r["max_abs_diff"], r["tokens"], r["tolerance"],
+            "lm-head probe: %s head, mean |Δ log p| %.2e (max %.2e) over %d tokens, tolerance %.0e (%.1f s)",
+            r["path"], r["mean_abs_diff"], r["max_abs_diff"], r["tokens"], r["tolerance"], r["seconds"],
         )  # fmt: skip
 
 

@@ -192,7 +192,8 @@ def build_trainer(cfg: TrainConfig, *, report_to: str = "none", run_name: str | 
             trainer = DPOTrainer(ref_model=ref_model, **common)
     check_rows_end_with_stop(trainer, tokenizer, cfg)
     tolerance = cfg.lm_head_tolerance or DEFAULT_TOLERANCE[cfg.dtype]
-    trainer.lm_head_probe = HeadParityProbe(trainer, tolerance=tolerance, family=family.name)
+    rows = min(2, cfg.schedule.per_device_train_batch_size)  # the shape of a training micro-batch, at most 2
+    trainer.lm_head_probe = HeadParityProbe(trainer, tolerance=tolerance, family=family.name, rows=rows)
     trainer.add_callback(trainer.lm_head_probe)
     return trainer, family, tokenizer
 
