@@ -232,3 +232,35 @@ def test_presets_use_the_family_attention_default():
         preset = yaml.safe_load((PROJECT_ROOT / "configs/training" / name).read_text(encoding="utf-8"))
         assert TrainConfig.model_validate(preset["train"]).attn_implementation == "auto", name
     assert shutil.which("bash")  # the Slurm tests above need it
+
+
+def test_train_stage_records_the_head_probe_in_metrics_and_wandb_config(tiny_model, tiny_data, tmp_path, monkeypatch):
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    import stages.train as stage
+    from pipelines.tracking import StageRun
+
+    updates, logged = [], []
+    run = SimpleNamespace(  # the calls the stage makes on a W&B run
+        config=SimpleNamespace(update=lambda values, allow_val_change: updates.append(values)),
+        log=logged.append,
+        summary={},
+    )
+
+    @contextmanager
+    def recording_stage_run(*args, **kwargs):
+        yield StageRun(run)
+
+    probe = {"path": "fused", "passed": True, "mean_abs_diff": 1e-6, "tokens": 10}
+    monkeypatch.setenv("EDUMAS_TRACKING", "1")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setattr(stage, "stage_run", recording_stage_run)
+    monkeypatch.setattr(stage, "run_training", lambda cfg, **kw: {"global_step": 1, "lm_head": probe})
+    cfg = train_config(tiny_model, tiny_data, tmp_path, "sft", tracking={"report_to": "wandb"})
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"train": cfg.model_dump(mode="json")}), encoding="utf-8")
+    assert stage.main(["--params", str(params), "--section", "train"]) == 0
+    assert json.loads((cfg.reports_path / "metrics.json").read_text())["lm_head"] == probe
+    assert updates == [{"lm_head_probe": probe}]
+    assert logged[0]["lm_head/mean_abs_diff"] == 1e-6  # flattened into the run's metrics as well
