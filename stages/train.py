@@ -7,7 +7,8 @@ every rank trains, rank 0 alone writes cards, metrics and the W&B run.
 
 Outs: ``<output_dir>/checkpoints`` (persist; a restarted run resumes from the last one),
 ``<output_dir>/final`` (adapter or weights, tokenizer, model card), ``<output_dir>/merged`` when
-``merge: true``; ``<reports_dir>/{metrics.json,loss.csv,loss.png}``.
+``merge: true``; ``<reports_dir>/{metrics.json,loss.csv,loss.png}``. ``metrics.json`` (and the W&B config,
+as ``lm_head_probe``) carries the LM-head parity probe of the first step (``lm_head``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def _run(argv: list[str] | None) -> int:
             if found := loss_shortfalls(cfg):
                 metrics["shortfalls"] = found
             write_metrics(cfg.reports_path / "metrics.json", metrics, run)
+            if run.run is not None and metrics.get("lm_head"):  # the head check, next to the params it ran with
+                run.run.config.update({"lm_head_probe": metrics["lm_head"]}, allow_val_change=True)
     return 0
 
 

@@ -37,12 +37,14 @@ if [[ "${DRY_RUN:-0}" == "1" ]]; then
 fi
 
 read -r -a STAGE_ARGS <<< "${TRAIN_ARGS}"
+# Arrays that may be empty expand as ${A[@]+"${A[@]}"}: bash 4.3 and older treat "${A[@]}" of an empty
+# array as unbound under set -u (still common on cluster login images).
 echo "node $(hostname) rank ${SLURM_NODEID}/${SLURM_NNODES}, rendezvous ${MAIN_PROCESS_IP}:${MAIN_PROCESS_PORT}" >&2
-exec "${PYTHON}" -m pipelines.training.distributed launch "${DRY[@]}" \
+exec "${PYTHON}" -m pipelines.training.distributed launch ${DRY[@]+"${DRY[@]}"} \
     --config-file "${ACCELERATE_CONFIG}" \
     --num-machines "${SLURM_NNODES}" \
     --processes-per-machine "${GPUS_PER_NODE}" \
     --machine-rank "${SLURM_NODEID}" \
     --main-process-ip "${MAIN_PROCESS_IP}" \
     --main-process-port "${MAIN_PROCESS_PORT}" \
-    -- "${STAGE_ARGS[@]}"
+    -- ${STAGE_ARGS[@]+"${STAGE_ARGS[@]}"}

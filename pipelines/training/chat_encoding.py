@@ -13,6 +13,8 @@ all go through the encoder that :func:`install_chat_encoder` puts on the tokeniz
   tokenizer's or the model's ``eos_token_id``); when the template writes none (MiniCPM-2B-sft's own
   template) ``eos_token_id`` is appended, so the model learns to stop. Whitespace the template writes
   after it (Qwen's ``<|im_end|>\\n``) is kept, so the ids still equal the model's own format.
+- ``bos_first`` (MiniCPM-2B): the ids start with ``bos_token_id``, as the model's ``chat()`` (which tokenizes
+  the rendered text with the tokenizer's ``<s>``) and its fine-tuning script start them; its template writes none.
 
 Shims for remote code written against transformers 4.x (see docs/clusters.md):
 ``is_torch_fx_available`` (removed from ``transformers.utils.import_utils`` in transformers 5, imported
@@ -83,13 +85,17 @@ def _ends_with_stop(tokenizer: Any, ids: list[int], stops: set[int]) -> bool:
     return False
 
 
-def install_chat_encoder(tokenizer: Any, *, ids_from_ids: bool = False, stop_ids: Iterable[int] = ()) -> Any:
+def install_chat_encoder(
+    tokenizer: Any, *, ids_from_ids: bool = False, stop_ids: Iterable[int] = (), bos_first: bool = False
+) -> Any:
     """Wrap ``tokenizer.apply_chat_template`` (on this instance) so tokenized conversations follow the
     module docstring's rules; text rendering (``tokenize=False``) is unchanged. Returns ``tokenizer``."""
     original = getattr(tokenizer, "_edumas_original_apply_chat_template", None) or tokenizer.apply_chat_template
     stops = set(stop_ids) | stop_token_ids(tokenizer)
     if not stops:
         raise ChatEncodingError("the tokenizer has no eos_token_id and the model names no stop token; set one")
+    if bos_first and getattr(tokenizer, "bos_token_id", None) is None:
+        raise ChatEncodingError("the family starts sequences with BOS but the tokenizer has no bos_token; set one")
 
     def apply_chat_template(self, conversation, *args, tokenize: bool = True, **kwargs):
         add_generation_prompt = bool(kwargs.get("add_generation_prompt", False))
@@ -107,12 +113,34 @@ def install_chat_encoder(tokenizer: Any, *, ids_from_ids: bool = False, stop_ids
             if ends_with_answer and not add_generation_prompt and not _ends_with_stop(self, ids, stops):
                 for key, value in encoded.items():
                     value.append(self.eos_token_id if key == "input_ids" else 1)
+            if bos_first and (not ids or ids[0] != self.bos_token_id):
+                for key, value in encoded.items():
+                    value.insert(0, self.bos_token_id if key == "input_ids" else int(key == "attention_mask"))
         if kwargs.get("return_assistant_tokens_mask") and "assistant_masks" not in encoded:
             raise ChatEncodingError("assistant_only_loss needs a {% generation %} template; use completion_only_loss")
         return encoded if return_dict else encoded["input_ids"]
 
     tokenizer._edumas_original_apply_chat_template = original
     tokenizer.apply_chat_template = types.MethodType(apply_chat_template, tokenizer)
+    return tokenizer
+
+
+def patch_pad_in_vocab(tokenizer: Any) -> Any:
+    """List the pad token in ``get_vocab()`` when the tokenizer maps it to its id but leaves it out there.
+
+    ChatGLM3's ``get_vocab`` turns ids 0-2 (``<unk>``/pad, ``<s>``, ``</s>``) into empty strings, so its pad
+    token ``<unk>`` (id 0) is missing from the vocabulary; trl's SFT and DPO trainers refuse such a pad token.
+    Returns ``tokenizer``.
+    """
+    pad, pad_id = tokenizer.pad_token, tokenizer.pad_token_id
+    legacy = tokenizer.get_vocab
+    if pad is None or pad in legacy() or tokenizer.convert_tokens_to_ids(pad) != pad_id:
+        return tokenizer
+
+    def get_vocab(self):
+        return legacy() | {pad: pad_id}
+
+    tokenizer.get_vocab = types.MethodType(get_vocab, tokenizer)
     return tokenizer
 
 

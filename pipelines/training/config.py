@@ -84,6 +84,9 @@ class TrainConfig(StrictModel):
     # auto: the family's default (sdpa; none passed for ChatGLM3/MiniCPM remote code, see families.py)
     attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
     deepspeed: str | None = None
+    # auto: the family's head (own for ChatGLM3 and MiniCPM, trl's fused head otherwise); see lm_head.py
+    lm_head: Literal["auto", "fused", "own"] = "auto"
+    lm_head_tolerance: float | None = Field(default=None, gt=0.0)  # None: by dtype (head_probe.DEFAULT_TOLERANCE)
     resume: Literal["auto", "never"] = "auto"
     merge: bool = False
     reports_dir: str | None = None

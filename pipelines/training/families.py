@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.training.chat_encoding import install_chat_encoder, patch_left_only_pad
+from pipelines.training.chat_encoding import install_chat_encoder, patch_left_only_pad, patch_pad_in_vocab
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 
@@ -50,6 +50,9 @@ class Family:
     ``default_attention``: ``attn_implementation`` for ``auto``; None = do not pass one (the remote code
     has its own attention and no ``_supports_sdpa``, so transformers 5 refuses an explicit ``sdpa``).
     ``supported_attention``: implementations the model's code accepts.
+    ``lm_head``: the head trl's trainers score with by default (:mod:`pipelines.training.lm_head`): ``fused``
+    (trl's fused LM head) or ``own`` (the model's own forward: its head is not ``lm_head(hidden_states)``).
+    ``bos_first``: the model's own chat code starts every sequence with BOS, which its template does not write.
     """
 
     name: str
@@ -63,6 +66,8 @@ class Family:
     ids_from_ids: bool = False
     default_attention: str | None = "sdpa"
     supported_attention: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
+    lm_head: str = "fused"
+    bos_first: bool = False
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -96,7 +101,10 @@ FAMILIES: dict[str, Family] = {
             trust_remote_code=True,
             pad_candidates=("<unk>",),
             default_attention=None,  # its remote code declares what it supports; transformers picks
-            notes="MiniCPM-2B: <用户>…<AI>… format (its template writes no EOS: the encoder appends it); remote code.",
+            lm_head="own",  # logits = lm_head(hidden / (hidden_size / dim_model_base)): trl's fused head omits it
+            bos_first=True,  # its chat() tokenizes the rendered text with <s>, as its fine-tuning script starts rows
+            notes="MiniCPM-2B: <s><用户>…<AI>… format (its template writes neither BOS nor EOS: the encoder adds "
+            "both); width-scaled head (own head); remote code.",
         ),
         Family(
             name="chatglm3",
@@ -110,7 +118,9 @@ FAMILIES: dict[str, Family] = {
             ids_from_ids=True,
             default_attention=None,
             supported_attention=(),  # CoreAttention calls torch SDPA itself; no attn_implementation accepted
-            notes="ChatGLM3-6B: [gMASK]sop<|user|>\\n text<|assistant|>; fused query_key_value; remote code.",
+            lm_head="own",  # no lm_head: transformer.output_layer on sequence-first hidden states
+            notes="ChatGLM3-6B: [gMASK]sop<|user|>\\n text<|assistant|>; fused query_key_value; head "
+            "transformer.output_layer (own head); remote code.",
         ),
     )
 }
@@ -172,8 +182,10 @@ def prepare_tokenizer(
         tokenizer.pad_token = pad
     if family.ids_from_ids:
         patch_left_only_pad(tokenizer)
+        patch_pad_in_vocab(tokenizer)
     tokenizer.padding_side = padding_side or family.training_padding_side
-    return install_chat_encoder(tokenizer, ids_from_ids=family.ids_from_ids, stop_ids=stop_ids)
+    return install_chat_encoder(tokenizer, ids_from_ids=family.ids_from_ids, stop_ids=stop_ids,
+                                bos_first=family.bos_first)  # fmt: skip
 
 
 def model_stop_ids(model_path: Path | str) -> tuple[int, ...]:

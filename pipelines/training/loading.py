@@ -16,6 +16,7 @@ from typing import Any
 from pipelines.training.chat_encoding import install_remote_code_shims, stop_token_ids, tokenizer_fingerprint
 from pipelines.training.config import TrainConfig
 from pipelines.training.families import Family, attention_implementation, model_stop_ids, prepare_tokenizer
+from pipelines.training.remote_code import load_remote_aware
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,8 @@ def load_dtype(cfg: TrainConfig, *, deepspeed: bool) -> str:
 def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer, *, family: Family, deepspeed=False, zero3=False):
     """Load a model for training; call it only after :func:`trainer_args` (ZeRO-3 partitions while loading)."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"dtype": getattr(torch, load_dtype(cfg, deepspeed=deepspeed)), "trust_remote_code": trust}
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, load_dtype(cfg, deepspeed=deepspeed))}
     attention = attention_implementation(cfg.attn_implementation, family)
     if attention is not None:
         kwargs["attn_implementation"] = attention
@@ -83,14 +83,29 @@ def load_model(path: str, cfg: TrainConfig, trust: bool, tokenizer, *, family: F
         kwargs["quantization_config"] = BitsAndBytesConfig(**qlora_settings(cfg, zero3=zero3))
         if not zero3:  # ZeRO-3 places (and shards) the weights itself; a device_map conflicts with zero.Init
             kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model = load_remote_aware(path, trust_remote_code=trust, **kwargs)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if cfg.tuning == "qlora":
-        from peft import prepare_model_for_kbit_training
-
-        model = prepare_model_for_kbit_training(model, cfg.schedule.gradient_checkpointing)
+        model = prepare_quantized_model(model, cfg.schedule.gradient_checkpointing, zero3=zero3)
     return model
+
+
+def prepare_quantized_model(model, gradient_checkpointing: bool, *, zero3: bool):
+    """peft's ``prepare_model_for_kbit_training`` for QLoRA on one GPU per model copy; skipped under ZeRO-3.
+
+    It upcasts every non-4-bit weight to fp32. Sharded QLoRA (ZeRO-3) stores the 4-bit weights in the compute
+    dtype so that all parameters share one dtype for DeepSpeed to shard (``bnb_4bit_quant_storage``); the upcast
+    would break that and hold an fp32 copy of the embeddings and norms on every rank until DeepSpeed casts them
+    back. trl skips it for sharded QLoRA too (``is_sharded_qlora``); trl and the Trainer enable input gradients
+    for gradient checkpointing with PEFT themselves.
+    """
+    if zero3:
+        log.info("QLoRA under ZeRO-3: weights kept in the quantisation storage dtype (no fp32 upcast)")
+        return model
+    from peft import prepare_model_for_kbit_training
+
+    return prepare_model_for_kbit_training(model, gradient_checkpointing)
 
 
 def require_qlora_support() -> None:

@@ -8,7 +8,11 @@ trainers handle the distribution; only the main process writes cards and merges.
 
 Order matters under DeepSpeed ZeRO-3: the training arguments (which register the DeepSpeed config
 with transformers) are created before any model is loaded, so ``from_pretrained`` runs inside
-``deepspeed.zero.Init`` and every rank holds only its shard.
+``deepspeed.zero.Init`` and every rank holds only its shard. The merge after training loads the base
+model on the main process alone, so it runs with that registration lifted (:func:`zero3_lifted`).
+
+The trainers are built with the family's LM head (:mod:`pipelines.training.lm_head`) and check it at
+the first step (:mod:`pipelines.training.head_probe`); the probe's result is in the metrics as ``lm_head``.
 """
 
 from __future__ import annotations
@@ -18,13 +22,23 @@ import logging
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from pipelines.models.fingerprint import folder_fingerprint
-from pipelines.training.checkpoints import checkpoint_step, dataset_hash, resolve_resume, run_fingerprint
+from pipelines.training.checkpoints import (
+    ResumeRefused,
+    apply_resume_plan,
+    checkpoint_step,
+    dataset_hash,
+    fingerprint_parts,
+    plan_resume,
+)
 from pipelines.training.config import TrainConfig
-from pipelines.training.families import FamilyError, detect_family, read_model_type
+from pipelines.training.families import Family, FamilyError, detect_family, read_model_type
+from pipelines.training.head_probe import DEFAULT_TOLERANCE, HeadParityError, HeadParityProbe
+from pipelines.training.lm_head import trainer_lm_head
 from pipelines.training.loading import (
     TrainingSetupError,
     check_dataset_tokenizer,
@@ -37,6 +51,7 @@ from pipelines.training.loading import (
     needs_reference_model,
     qlora_settings,
 )
+from pipelines.training.remote_code import load_remote_aware
 from pipelines.training.rows import REQUIRED_COLUMNS
 from pipelines.training.summary import loss_history, write_run_summary
 
@@ -164,16 +179,28 @@ def build_trainer(cfg: TrainConfig, *, report_to: str = "none", run_name: str | 
         peft_config=peft_config,
         callbacks=callbacks,
     )
-    if cfg.method == "sft":
-        trainer = SFTTrainer(**common)
-    else:
-        ref_model = None
-        if cfg.tuning == "full" and needs_reference_model(cfg):
-            reference = cfg.dpo.reference_model or cfg.model
-            ref_model = load_model(reference, cfg, trust, tokenizer, family=family, deepspeed=deepspeed, zero3=zero3)
-        trainer = DPOTrainer(ref_model=ref_model, **common)
+    with trainer_lm_head(head_path(cfg, family)):
+        if cfg.method == "sft":
+            trainer = SFTTrainer(**common)
+        else:
+            ref_model = None
+            if cfg.tuning == "full" and needs_reference_model(cfg):
+                reference = cfg.dpo.reference_model or cfg.model
+                ref_model = load_model(
+                    reference, cfg, trust, tokenizer, family=family, deepspeed=deepspeed, zero3=zero3
+                )
+            trainer = DPOTrainer(ref_model=ref_model, **common)
     check_rows_end_with_stop(trainer, tokenizer, cfg)
+    tolerance = cfg.lm_head_tolerance or DEFAULT_TOLERANCE[cfg.dtype]
+    rows = min(2, cfg.schedule.per_device_train_batch_size)  # the shape of a training micro-batch, at most 2
+    trainer.lm_head_probe = HeadParityProbe(trainer, tolerance=tolerance, family=family.name, rows=rows)
+    trainer.add_callback(trainer.lm_head_probe)
     return trainer, family, tokenizer
+
+
+def head_path(cfg: TrainConfig, family: Family) -> str:
+    """``fused`` (trl's fused LM head) or ``own`` (the model's own forward) for this run."""
+    return family.lm_head if cfg.lm_head == "auto" else cfg.lm_head
 
 
 def save_atomically(dest: Path, write) -> None:
@@ -186,13 +213,29 @@ def save_atomically(dest: Path, write) -> None:
     os.replace(tmp, dest)
 
 
-def merge_adapter(base_model: str, adapter_dir: Path, dest: Path, *, trust: bool = False) -> None:
-    """Load the base model, apply the adapter, merge it into the weights and save to ``dest``."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+@contextmanager
+def zero3_lifted() -> Iterator[None]:
+    """No DeepSpeed config registered with transformers inside: ``from_pretrained`` loads whole weights in
+    this process instead of entering ``deepspeed.zero.Init`` (a collective the other ranks never join)."""
+    from transformers.integrations import deepspeed as hf_deepspeed
 
-    base = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto", trust_remote_code=trust)
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    held = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = held
+
+
+def merge_adapter(base_model: str, adapter_dir: Path, dest: Path, *, trust: bool = False, family: Family | None = None):
+    """Load the base model, apply the adapter, merge it into the weights and save to ``dest`` (whole weights,
+    in this process only, also after a ZeRO-3 run)."""
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    with zero3_lifted():
+        base = load_remote_aware(base_model, trust_remote_code=trust, dtype="auto")
+        merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir), trust_remote_code=trust)
 
     def write(tmp: Path) -> None:
@@ -202,17 +245,32 @@ def merge_adapter(base_model: str, adapter_dir: Path, dest: Path, *, trust: bool
     save_atomically(dest, write)
 
 
+def resume_point(cfg: TrainConfig, trainer, tokenizer, data_sha: str) -> Path | None:
+    """The checkpoint to resume from (see :mod:`pipelines.training.checkpoints`); every rank decides on the
+    same files before the main process moves stale checkpoints aside."""
+    model_sha = folder_fingerprint(Path(cfg.model)) if Path(cfg.model).is_dir() else cfg.model
+    template_sha = hashlib.sha256(str(tokenizer.chat_template).encode()).hexdigest()
+    parts = fingerprint_parts(cfg.model_dump(), data_sha, model_sha, template_sha, world_size=trainer.args.world_size)
+    try:
+        plan = plan_resume(cfg.checkpoints_dir, parts, cfg.resume)
+    except ResumeRefused as exc:
+        raise TrainingSetupError(str(exc)) from exc
+    trainer.accelerator.wait_for_everyone()
+    checkpoint = apply_resume_plan(plan) if trainer.is_world_process_zero() else plan.checkpoint
+    trainer.accelerator.wait_for_everyone()
+    return checkpoint
+
+
 def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | None = None, callbacks=None) -> dict:
     """Train (resuming when possible), evaluate, save final artefacts; returns the metrics."""
     data_sha = dataset_hash(cfg.dataset) if Path(cfg.dataset).exists() else ""
     trainer, family, tokenizer = build_trainer(cfg, report_to=report_to, run_name=run_name, callbacks=callbacks)
-    model_sha = folder_fingerprint(Path(cfg.model)) if Path(cfg.model).is_dir() else cfg.model
-    template_sha = hashlib.sha256(str(tokenizer.chat_template).encode()).hexdigest()
-    world_size = trainer.args.world_size
-    fingerprint = run_fingerprint(cfg.model_dump(), data_sha, model_sha, template_sha, world_size=world_size)
-    checkpoint = resolve_resume(cfg.checkpoints_dir, fingerprint, cfg.resume, is_main=trainer.is_world_process_zero())
+    checkpoint = resume_point(cfg, trainer, tokenizer, data_sha)
     resumed_from = checkpoint_step(checkpoint) if checkpoint else 0
-    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    try:
+        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    except HeadParityError as exc:
+        raise TrainingSetupError(str(exc)) from exc
     steps_this_run = trainer.state.global_step - resumed_from
     metrics: dict[str, Any] = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
     history = loss_history(trainer.state.log_history)
@@ -228,6 +286,7 @@ def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | N
         metrics["first_logged_loss"], metrics["last_logged_loss"] = history[0]["loss"], history[-1]["loss"]
     metrics["resumed_from_step"] = resumed_from
     metrics["steps_this_run"] = steps_this_run
+    metrics["lm_head"] = trainer.lm_head_probe.result
 
     def write_final(tmp: Path) -> None:
         trainer.save_model(str(tmp))
@@ -243,7 +302,7 @@ def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | N
         return metrics
     trust = family.trust_remote_code if cfg.trust_remote_code is None else cfg.trust_remote_code
     if cfg.merge:
-        merge_adapter(cfg.model, cfg.final_dir, cfg.merged_dir, trust=trust)
+        merge_adapter(cfg.model, cfg.final_dir, cfg.merged_dir, trust=trust, family=family)
     write_run_summary(cfg, family, metrics, history, checkpoint, data_sha, run_name)
     return metrics
 
@@ -253,6 +312,7 @@ __all__ = [
     "TrainingSetupError",
     "build_trainer",
     "deepspeed_state",
+    "head_path",
     "load_dtype",
     "load_model",
     "load_tokenizer",

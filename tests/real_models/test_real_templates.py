@@ -37,20 +37,23 @@ def test_qwen1_5_tokens_equal_its_own_chat_template():
     assert own.convert_tokens_to_ids("<|im_end|>") in {ours.eos_token_id, 151645}
 
 
-def test_minicpm_tokens_equal_its_own_format_plus_eos():
+def test_minicpm_tokens_equal_its_own_chat_encoding_plus_eos():
+    """MiniCPM's chat() renders its template as text and tokenizes it with the tokenizer's <s>: the tokens
+    trained on equal that, plus </s> after the answer."""
     ours, own = ours_and_own(real_model_dir(RAM2C_MODELS["ram2c_dpo_minicpm-2b.yaml"]), trust=True)
     if own.chat_template:
-        own_full = own_ids(own, MESSAGES)
-        own_prompt = own_ids(own, MESSAGES[:2], add_generation_prompt=True)
-    else:  # the documented format <用户>question<AI>answer, encoded as text by the model's tokenizer
-        own_full = own.encode("You are a patient tutor.<用户>Why do we have seasons?<AI>" + MESSAGES[2]["content"],
-                              add_special_tokens=False)  # fmt: skip
-        own_prompt = own.encode("You are a patient tutor.<用户>Why do we have seasons?<AI>", add_special_tokens=False)
+        own_full_text = own.apply_chat_template(MESSAGES, tokenize=False)
+        own_prompt_text = own.apply_chat_template(MESSAGES[:2], tokenize=False, add_generation_prompt=True)
+    else:  # the documented format <用户>question<AI>answer
+        own_prompt_text = "You are a patient tutor.<用户>Why do we have seasons?<AI>"
+        own_full_text = own_prompt_text + MESSAGES[2]["content"]
+    own_full, own_prompt = own(own_full_text)["input_ids"], own(own_prompt_text)["input_ids"]  # as chat() encodes
     full = chat_token_ids(ours, MESSAGES)
     prompt = chat_token_ids(ours, MESSAGES[:2], add_generation_prompt=True)
-    assert prompt == own_prompt and full[: len(prompt)] == prompt
+    assert prompt == list(own_prompt) and full[: len(prompt)] == prompt
+    assert full[0] == ours.bos_token_id == 1  # <s>, which its template does not write
     assert full[-1] == ours.eos_token_id == 2  # </s>: what stops MiniCPM's generation
-    assert full[:-1] == own_full or full == own_full
+    assert full[:-1] == list(own_full)
 
 
 def test_chatglm3_tokens_equal_build_chat_input_and_the_official_recipe():

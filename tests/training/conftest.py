@@ -1,5 +1,6 @@
-"""Shared fixtures for the training tests: a tiny random Qwen2 on the real Qwen tokenizer and
-small memorisable SFT/DPO datasets built by ``make_datasets`` itself."""
+"""Shared fixtures for the training tests: a tiny random Qwen2 on the real Qwen tokenizer, the ChatGLM3
+and MiniCPM stand-ins (``tests/standins``), and small memorisable SFT/DPO datasets built by
+``make_datasets`` itself with each model's tokenizer."""
 
 from __future__ import annotations
 
@@ -46,16 +47,45 @@ def tiny_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory, tiny_model) -> Path:
     """``<root>/{sft,dpo}`` datasets (every row in train: eval_fraction 0) and ``data_card.json``."""
+    return build_tiny_data(tmp_path_factory.mktemp("data"), tiny_model)
+
+
+@pytest.fixture(scope="session")
+def chatglm3_model(tmp_path_factory) -> Path:
+    from tests.standins import tiny_chatglm3
+
+    return tiny_chatglm3(tmp_path_factory.mktemp("standin") / "chatglm3")
+
+
+@pytest.fixture(scope="session")
+def minicpm_model(tmp_path_factory) -> Path:
+    from tests.standins import tiny_minicpm
+
+    return tiny_minicpm(tmp_path_factory.mktemp("standin") / "minicpm")
+
+
+@pytest.fixture(scope="session")
+def family_models(tiny_model, chatglm3_model, minicpm_model) -> dict[str, Path]:
+    """One small model per supported family with its own structure: ``qwen2``, ``chatglm3``, ``minicpm``."""
+    return {"qwen2": tiny_model, "chatglm3": chatglm3_model, "minicpm": minicpm_model}
+
+
+@pytest.fixture(scope="session")
+def family_data(tmp_path_factory, family_models) -> dict[str, Path]:
+    """The SFT/DPO datasets built with each family model's tokenizer (``<root>/{sft,dpo}``, ``data_card.json``)."""
+    return {name: build_tiny_data(tmp_path_factory.mktemp(f"data-{name}"), m) for name, m in family_models.items()}
+
+
+def build_tiny_data(root: Path, model: Path) -> Path:
     from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
 
-    root = tmp_path_factory.mktemp("data")
     cfg = MakeDatasetsConfig(
         inputs=[
             {"path": str(write_jsonl(root / "in" / "sft.jsonl", SFT_ROWS)), "kind": "sft"},
             {"path": str(write_jsonl(root / "in" / "dpo.jsonl", DPO_ROWS)), "kind": "dpo"},
         ],
         output_dir=str(root / "train"),
-        tokenizer=str(tiny_model),
+        tokenizer=str(model),
         eval_fraction=0.0,
         reports_dir=str(root / "reports"),
     )

@@ -1,5 +1,6 @@
-"""The chat encoder: ChatGLM3 ids built from ids, EOS at the end of every trained answer, remote-code
-shims (``is_torch_fx_available``, ChatGLM3's left-only ``_pad``) and the family attention default."""
+"""The chat encoder: ChatGLM3 ids built from ids, EOS at the end of every trained answer, BOS first for
+MiniCPM-2B as its chat() encodes, remote-code shims (``is_torch_fx_available``, ChatGLM3's left-only
+``_pad``) and the family attention default."""
 
 from __future__ import annotations
 
@@ -22,32 +23,31 @@ from pipelines.training.families import (
     model_stop_ids,
     prepare_tokenizer,
 )
+from tests.standins import MINICPM_OWN_TEMPLATE
 
 MESSAGES = [
     {"role": "system", "content": "Be kind."},
     {"role": "user", "content": "Hi"},
     {"role": "assistant", "content": "Hello!"},
 ]
-# MiniCPM-2B-sft's own chat template (tokenizer_config.json): no EOS after the answer
-MINICPM_OWN_TEMPLATE = (
-    "{% for message in messages %}{% if message['role'] == 'user' %}{{'<用户>' + message['content'].strip() + "
-    "'<AI>'}}{% else %}{{message['content'].strip()}}{% endif %}{% endfor %}"
-)
+def test_minicpm_rows_start_with_bos_and_end_with_eos_as_its_own_chat_code_has_them(minicpm_model):
+    """MiniCPM-2B's own template writes neither: its ``chat()`` tokenizes the rendered text with the tokenizer's
+    ``<s>`` (``tokenizer(text)``), and it must learn to stop with ``</s>``. The encoded row equals that, plus EOS."""
+    from transformers import AutoTokenizer
 
-
-def test_an_own_template_without_eos_gets_eos_appended(qwen_tokenizer):
-    tokenizer = qwen_tokenizer
-    tokenizer.chat_template = MINICPM_OWN_TEMPLATE
-    before = tokenizer.apply_chat_template(MESSAGES[1:], tokenize=True, return_dict=True)["input_ids"]
-    assert before[-1] != tokenizer.eos_token_id  # the model's own format would never teach it to stop
-    prepare_tokenizer(tokenizer, FAMILIES["minicpm"])
-    assert tokenizer.chat_template == MINICPM_OWN_TEMPLATE  # its own template is kept
-    ids = chat_token_ids(tokenizer, MESSAGES[1:])
-    assert ids == list(before) + [tokenizer.eos_token_id]
-    # the generation prompt is untouched (no EOS); the real MiniCPM vocabulary has <AI> as one token,
-    # this stand-in vocabulary merges ">Hello", so no prefix check here (tests/real_models has it)
-    prompt = chat_token_ids(tokenizer, MESSAGES[1:2], add_generation_prompt=True)
-    assert prompt == tokenizer.encode("<用户>Hi<AI>", add_special_tokens=False)
+    own = AutoTokenizer.from_pretrained(str(minicpm_model))  # as the model ships it (LlamaTokenizer, add_bos_token)
+    assert own.chat_template == MINICPM_OWN_TEMPLATE
+    template_ids = own.apply_chat_template(MESSAGES[1:], tokenize=True, return_dict=True)["input_ids"]
+    assert template_ids[0] != own.bos_token_id and template_ids[-1] != own.eos_token_id
+    ours = prepare_tokenizer(AutoTokenizer.from_pretrained(str(minicpm_model)), FAMILIES["minicpm"])
+    assert ours.chat_template == MINICPM_OWN_TEMPLATE  # its own template is kept
+    prompt = chat_token_ids(ours, MESSAGES[1:2], add_generation_prompt=True)
+    chat_prompt = own(own.apply_chat_template(MESSAGES[1:2], tokenize=False, add_generation_prompt=True))["input_ids"]
+    assert prompt == list(chat_prompt) and prompt[0] == own.bos_token_id == 1  # what MiniCPM's chat() encodes
+    full = chat_token_ids(ours, MESSAGES[1:])
+    chat_full = own(own.apply_chat_template(MESSAGES[1:], tokenize=False))["input_ids"]
+    assert full == list(chat_full) + [own.eos_token_id] == [own.bos_token_id] + list(template_ids) + [2]
+    assert full[: len(prompt)] == prompt  # trl's prompt/completion split holds
 
 
 def test_a_template_that_writes_the_stop_token_is_left_as_it_is(qwen_tokenizer):
@@ -173,8 +173,8 @@ def test_the_fingerprint_tells_tokenizers_apart(qwen_tokenizer):
     prepare_tokenizer(qwen_tokenizer, FAMILIES["qwen2"])
     qwen = tokenizer_fingerprint(qwen_tokenizer)
     assert qwen == tokenizer_fingerprint(qwen_tokenizer)
-    qwen_tokenizer.chat_template = None
-    prepare_tokenizer(qwen_tokenizer, FAMILIES["minicpm"])  # same vocabulary, other chat format
+    qwen_tokenizer.chat_template = MINICPM_OWN_TEMPLATE
+    prepare_tokenizer(qwen_tokenizer, FAMILIES["qwen2"])  # same vocabulary, other chat format
     assert tokenizer_fingerprint(qwen_tokenizer) != qwen
 
 

@@ -74,6 +74,58 @@ def test_qlora_under_zero3_stores_4bit_weights_in_the_compute_dtype(tiny_model, 
     assert "bnb_4bit_quant_storage" not in qlora_settings(cfg, zero3=False)
 
 
+def test_qlora_under_zero3_keeps_the_storage_dtype_and_upcasts_on_one_gpu(tiny_model):
+    """peft's kbit preparation upcasts every non-4-bit weight to fp32; sharded QLoRA (ZeRO-3) keeps one dtype, as
+    trl does (``is_sharded_qlora``). A bf16 model stands in for the loaded 4-bit one (no bitsandbytes on CPU)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from pipelines.training.loading import prepare_quantized_model
+
+    def bf16_model():
+        return AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.bfloat16)
+
+    sharded = prepare_quantized_model(bf16_model(), False, zero3=True)
+    assert {p.dtype for p in sharded.parameters()} == {torch.bfloat16}
+    single = prepare_quantized_model(bf16_model(), False, zero3=False)  # peft's own preparation
+    assert {p.dtype for p in single.parameters()} == {torch.float32}
+    assert not any(p.requires_grad for p in single.parameters())
+
+
+def test_the_merge_after_a_zero3_run_loads_whole_weights_in_one_process(tiny_model, tmp_path):
+    """After training under ZeRO-3 the DeepSpeed config is still registered (the Trainer's arguments hold it);
+    the merge on rank 0 alone must not enter zero.Init (a collective the other ranks never join)."""
+    pytest.importorskip("deepspeed")
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.integrations import is_deepspeed_zero3_enabled
+    from transformers.integrations.deepspeed import HfDeepSpeedConfig, unset_hf_deepspeed_config
+
+    from pipelines.training.run import merge_adapter
+
+    torch.manual_seed(0)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    adapter = tmp_path / "adapter"
+    get_peft_model(AutoModelForCausalLM.from_pretrained(str(tiny_model)), lora).save_pretrained(adapter)
+    AutoTokenizer.from_pretrained(str(tiny_model)).save_pretrained(adapter)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        expected = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(tiny_model)), str(adapter))
+        expected = expected(input_ids=ids).logits
+    held = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1})
+    try:
+        assert is_deepspeed_zero3_enabled()
+        merge_adapter(str(tiny_model), adapter, tmp_path / "merged")
+        assert is_deepspeed_zero3_enabled()  # registered again afterwards, for the rest of the run
+    finally:
+        unset_hf_deepspeed_config()
+        del held
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, expected, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("attention", ["auto", "sdpa", "eager"])
 def test_packing_without_flash_attention_is_refused(tiny_model, tiny_data, attention):
     with pytest.raises(ValueError, match="flash_attention_2"):
@@ -82,19 +134,6 @@ def test_packing_without_flash_attention_is_refused(tiny_model, tiny_data, atten
         tiny_model, tiny_data, Path("x"), "sft", sft={"packing": True}, attn_implementation="flash_attention_2"
     )
     assert packed.sft.packing
-
-
-def test_a_checkpoint_from_another_world_size_is_not_resumed(tmp_path):
-    from pipelines.training.checkpoints import resolve_resume, run_fingerprint
-
-    folder = tmp_path / "checkpoints"
-    on_eight = run_fingerprint({"lr": 1}, "data", world_size=8)
-    assert resolve_resume(folder, on_eight, "auto") is None  # first run: stores the fingerprint
-    (folder / "checkpoint-4").mkdir()
-    (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
-    assert resolve_resume(folder, run_fingerprint({"lr": 1}, "data", world_size=8), "auto") == folder / "checkpoint-4"
-    assert resolve_resume(folder, run_fingerprint({"lr": 1}, "data", world_size=4), "auto") is None
-    assert not (folder / "checkpoint-4").exists()
 
 
 def test_the_data_card_records_the_tokenizer_that_filtered_it(tiny_model, tiny_data):
@@ -193,3 +232,35 @@ def test_presets_use_the_family_attention_default():
         preset = yaml.safe_load((PROJECT_ROOT / "configs/training" / name).read_text(encoding="utf-8"))
         assert TrainConfig.model_validate(preset["train"]).attn_implementation == "auto", name
     assert shutil.which("bash")  # the Slurm tests above need it
+
+
+def test_train_stage_records_the_head_probe_in_metrics_and_wandb_config(tiny_model, tiny_data, tmp_path, monkeypatch):
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    import stages.train as stage
+    from pipelines.tracking import StageRun
+
+    updates, logged = [], []
+    run = SimpleNamespace(  # the calls the stage makes on a W&B run
+        config=SimpleNamespace(update=lambda values, allow_val_change: updates.append(values)),
+        log=logged.append,
+        summary={},
+    )
+
+    @contextmanager
+    def recording_stage_run(*args, **kwargs):
+        yield StageRun(run)
+
+    probe = {"path": "fused", "passed": True, "mean_abs_diff": 1e-6, "tokens": 10}
+    monkeypatch.setenv("EDUMAS_TRACKING", "1")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setattr(stage, "stage_run", recording_stage_run)
+    monkeypatch.setattr(stage, "run_training", lambda cfg, **kw: {"global_step": 1, "lm_head": probe})
+    cfg = train_config(tiny_model, tiny_data, tmp_path, "sft", tracking={"report_to": "wandb"})
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"train": cfg.model_dump(mode="json")}), encoding="utf-8")
+    assert stage.main(["--params", str(params), "--section", "train"]) == 0
+    assert json.loads((cfg.reports_path / "metrics.json").read_text())["lm_head"] == probe
+    assert updates == [{"lm_head_probe": probe}]
+    assert logged[0]["lm_head/mean_abs_diff"] == 1e-6  # flattened into the run's metrics as well

@@ -274,3 +274,40 @@ def test_node_launcher_refuses_to_run_outside_slurm():
         ["bash", str(SLURM / "launch_node.sh")], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode != 0 and "SLURM_NODEID" in done.stderr
+
+
+def test_node_launcher_expands_possibly_empty_arrays_the_old_bash_way():
+    """bash 4.3 and older (still on many cluster images) treat ``"${A[@]}"`` of an empty array as unbound under
+    ``set -u``; every array expansion must use the ``${A[@]+"${A[@]}"}`` form (no bash 4.3 here to run it on)."""
+    text = (SLURM / "launch_node.sh").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in text
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    arrays = set(re.findall(r"\$\{(\w+)\[@\]\}", code))
+    assert {"DRY", "STAGE_ARGS"} <= arrays
+    for name in arrays:
+        bare = re.findall(rf'(?<![+])"\$\{{{name}\[@\]\}}"', code)
+        guarded = re.findall(rf'\$\{{{name}\[@\]\+"\$\{{{name}\[@\]\}}"\}}', code)
+        assert guarded and not bare, f"{name}: expand as ${{{name}[@]+\"${{{name}[@]}}\"}}"
+
+
+def test_node_launcher_runs_the_launch_without_dry_run(tmp_path: Path):
+    """The real (not dry-run) path, where the DRY array is empty: the command reaches the Python launcher."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    fake_python = venv / "bin" / "python"
+    fake_python.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$ARGS_OUT"\n')
+    fake_python.chmod(0o755)
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "scontrol").write_text('#!/bin/bash\nprintf "gpu07\\ngpu08\\n"\n')
+    (fake_bin / "scontrol").chmod(0o755)
+    out = tmp_path / "args.txt"
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "SLURM_NODEID": "0", "SLURM_NNODES": "2",
+           "SLURM_JOB_NODELIST": "gpu[07-08]", "VENV": str(venv), "ARGS_OUT": str(out)}  # fmt: skip
+    env.pop("DRY_RUN", None)
+    done = subprocess.run(["bash", str(SLURM / "launch_node.sh")], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    args = out.read_text().splitlines()
+    assert args[:3] == ["-m", "pipelines.training.distributed", "launch"] and "--dry-run" not in args
+    assert args[args.index("--") + 1 :] == ["--params", "params.yaml", "--section", "train.sft"]

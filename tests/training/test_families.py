@@ -74,24 +74,40 @@ def test_chatglm3_template_overrides_a_custom_tokenizer_template(qwen_tokenizer)
     assert render_prompt(tokenizer, MESSAGES[1:2]) == "[gMASK]sop<|user|>\n Hi<|assistant|>"
 
 
-def test_minicpm_fallback_template(qwen_tokenizer):
-    tokenizer = fixture_tokenizer(qwen_tokenizer, "minicpm")
+def minicpm_tokenizer(minicpm_model, *, own_template: bool = True):
+    """The MiniCPM stand-in's LlamaTokenizer (it has MiniCPM's BOS), with or without its own template."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(minicpm_model))
+    if not own_template:
+        tokenizer.chat_template = None
+    return prepare_tokenizer(tokenizer, FAMILIES["minicpm"])
+
+
+def test_minicpm_fallback_template(minicpm_model):
+    tokenizer = minicpm_tokenizer(minicpm_model, own_template=False)
     assert render_conversation(tokenizer, MESSAGES) == f"Be kind.<用户>Hi<AI>Hello!{tokenizer.eos_token}"
     assert render_prompt(tokenizer, MESSAGES[1:2]) == "<用户>Hi<AI>"
 
 
-def test_minicpm_keeps_its_own_template_when_present(qwen_tokenizer):
-    tokenizer = qwen_tokenizer
-    own = tokenizer.chat_template
-    prepare_tokenizer(tokenizer, FAMILIES["minicpm"])
-    assert tokenizer.chat_template == own
+def test_minicpm_keeps_its_own_template_when_present(minicpm_model):
+    from tests.standins import MINICPM_OWN_TEMPLATE
+
+    assert minicpm_tokenizer(minicpm_model).chat_template == MINICPM_OWN_TEMPLATE
 
 
 @pytest.mark.parametrize("family", ["qwen2", "chatglm3", "minicpm"])
-def test_generation_prompt_is_a_prefix_of_the_trained_conversation(family, qwen_tokenizer):
-    tokenizer = fixture_tokenizer(qwen_tokenizer, family)
+def test_generation_prompt_is_a_prefix_of_the_trained_conversation(family, qwen_tokenizer, minicpm_model):
+    if family == "minicpm":
+        tokenizer = minicpm_tokenizer(minicpm_model, own_template=False)
+    else:
+        tokenizer = fixture_tokenizer(qwen_tokenizer, family)
     prompt = render_prompt(tokenizer, MESSAGES[:2])
     assert render_conversation(tokenizer, MESSAGES).startswith(prompt)
+    if family == "minicpm":  # on ids too, with the BOS its chat code starts with
+        prompt_ids = chat_token_ids(tokenizer, MESSAGES[:2], add_generation_prompt=True)
+        assert chat_token_ids(tokenizer, MESSAGES)[: len(prompt_ids)] == prompt_ids
+        assert prompt_ids[0] == tokenizer.bos_token_id
 
 
 def test_own_policy_without_template_is_an_error(qwen_tokenizer):

@@ -77,26 +77,3 @@ def test_killed_run_resumes_from_its_last_checkpoint(tiny_model, tiny_data, tmp_
     state = json.loads((cfg.checkpoints_dir / "checkpoint-6" / "trainer_state.json").read_text())
     assert state["global_step"] == 6
     assert json.loads((cfg.final_dir / "training_summary.json").read_text())["resumed_from_step"] == steps_before[-1]
-
-
-def test_changed_params_start_from_zero(tiny_model, tiny_data, tmp_path):
-    from pipelines.training.checkpoints import resolve_resume, run_fingerprint
-
-    folder = tmp_path / "checkpoints"
-    (folder / "checkpoint-4").mkdir(parents=True)
-    (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
-    (folder / "checkpoint-6").mkdir()  # cut short by a kill: no trainer_state.json
-    params = train_config(tiny_model, tiny_data, tmp_path, "sft").model_dump()
-    fingerprint = run_fingerprint(params, "data")
-    assert resolve_resume(folder, fingerprint, "auto") is None  # no fingerprint stored yet: fresh start
-    assert not (folder / "checkpoint-4").exists() and not (folder / "checkpoint-6").exists()
-    (folder / "checkpoint-4").mkdir()
-    (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
-    longer = params | {"schedule": params["schedule"] | {"max_steps": 50}}
-    assert resolve_resume(folder, run_fingerprint(longer, "data"), "auto") == folder / "checkpoint-4"
-    assert resolve_resume(folder, fingerprint, "never") is None and not (folder / "checkpoint-4").exists()
-    (folder / "checkpoint-4").mkdir()
-    (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
-    other_lr = params | {"schedule": params["schedule"] | {"learning_rate": 0.5}}
-    assert resolve_resume(folder, run_fingerprint(other_lr, "data"), "auto") is None
-    assert run_fingerprint(params, "other data") != fingerprint  # new data is a new run too

@@ -43,6 +43,7 @@ def test_sft_loss_falls_over_20_steps(sft_run):
     cfg, metrics = sft_run
     curve = curve_of(cfg.reports_path)
     assert metrics["global_step"] == 20 and len(curve) == 20
+    assert metrics["lm_head"]["path"] == "fused" and metrics["lm_head"]["passed"]  # Qwen2: trl's fused head checked
     first, last = sum(curve[:3]) / 3, sum(curve[-3:]) / 3
     assert first > 11.5  # random init over a 151k vocabulary: ~ln(151k) = 11.9
     assert last < first - 3.0, curve
