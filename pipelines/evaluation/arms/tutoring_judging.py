@@ -15,12 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.agents import SampleTrace
 from pipelines.agents.harness import GenerationOutputs, System, run_systems
 from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
 from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
 from pipelines.evaluation.hts.config import build_judges
-from pipelines.evaluation.hts.judging import HTSItem, Judgment, assign_positions, check_judging, judge_item
+from pipelines.evaluation.hts.judging import HTSItem, Judgment, item_worker
 from pipelines.evaluation.hts.scoring import hts_scores, position_preference
 from pipelines.io import read_jsonl, write_json_atomic
 from pipelines.stage import StageError
@@ -61,23 +60,16 @@ async def judge_comparison(
     """Judge one comparison (see the module docstring); returns ``{"judgments", "scores",
     "position_preference", "failures"}``."""
     hts = cfg.hts
-    judges = build_judges(runtime, hts)
-    check_judging(judges, hts.dimensions)
-    agent = make_pairwise_judge(max_attempts=hts.max_attempts, reasoning=hts.reasoning)
-    positions = assign_positions(items, judges, hts.dimensions, seed=hts.seed, comparison=key)
-
-    async def worker(item: HTSItem, trace: SampleTrace) -> list[Judgment]:
-        return await judge_item(
-            item,
-            trace,
-            judges=judges,
-            agent=agent,
-            positions=positions,
-            dimensions=hts.dimensions,
-            mode=hts.mode,
-            reasoning=hts.reasoning,
-        )
-
+    worker = item_worker(
+        items,
+        build_judges(runtime, hts),
+        agent=make_pairwise_judge(max_attempts=hts.max_attempts, reasoning=hts.reasoning),
+        seed=hts.seed,
+        comparison=key,
+        dimensions=hts.dimensions,
+        mode=hts.mode,
+        reasoning=hts.reasoning,
+    )
     folder = out / "comparisons" / key
     await run_systems(
         items,
@@ -93,7 +85,7 @@ async def judge_comparison(
         desc=f"HTS judging {key}",
     )
     judgments = [Judgment.from_row(r) for r in read_jsonl(folder / "judgments.jsonl")]
-    expected = len(items) * len(judges) * len(hts.dimensions)
+    expected = len(items) * len(hts.judges) * len(hts.dimensions)
     unscored = expected - sum(j.outcome is not None for j in judgments)
     failures = {"judgments": expected, "unscored": unscored, "share": round(unscored / expected, 4)}
     errors: dict[str, int] = {}

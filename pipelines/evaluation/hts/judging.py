@@ -182,6 +182,37 @@ def assign_positions(
     }
 
 
+def item_worker(
+    items: Sequence[HTSItem],
+    judges: Sequence[Judge],
+    *,
+    agent: Agent[PairVerdict],
+    seed: int = 0,
+    comparison: str = "",
+    dimensions: Sequence[str] = DIMENSIONS,
+    mode: str = "text",
+    reasoning: bool = True,
+):
+    """``async worker(item, trace) -> [Judgment]`` for a runner or the harness: every judge on every
+    dimension of one item, at the positions :func:`assign_positions` gives this comparison."""
+    check_judging(judges, dimensions)
+    positions = assign_positions(items, judges, dimensions, seed=seed, comparison=comparison)
+
+    async def worker(item: HTSItem, trace: SampleTrace) -> list[Judgment]:
+        return await judge_item(
+            item,
+            trace,
+            judges=judges,
+            agent=agent,
+            positions=positions,
+            dimensions=dimensions,
+            mode=mode,
+            reasoning=reasoning,
+        )
+
+    return worker
+
+
 async def judge_items(
     items: Sequence[HTSItem],
     judges: Sequence[Judge],
@@ -201,22 +232,16 @@ async def judge_items(
     sample that crashed contributes nothing and is in ``run_report.failures``) and the
     :class:`RunReport` whose trace rows go to the traces JSONL.
     """
-    check_judging(judges, dimensions)
-    agent = agent or make_pairwise_judge(reasoning=reasoning)
-    positions = assign_positions(items, judges, dimensions, seed=seed, comparison=comparison)
-
-    async def worker(item: HTSItem, trace: SampleTrace) -> list[Judgment]:
-        return await judge_item(
-            item,
-            trace,
-            judges=judges,
-            agent=agent,
-            positions=positions,
-            dimensions=dimensions,
-            mode=mode,
-            reasoning=reasoning,
-        )
-
+    worker = item_worker(
+        items,
+        judges,
+        agent=agent or make_pairwise_judge(reasoning=reasoning),
+        seed=seed,
+        comparison=comparison,
+        dimensions=dimensions,
+        mode=mode,
+        reasoning=reasoning,
+    )
     report = await Runner(concurrency, desc="HTS judging", progress=progress).run(
         items, worker, sample_id=lambda item: item.id
     )
