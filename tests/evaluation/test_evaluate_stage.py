@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from pipelines.evaluation.hts.judging import balanced_positions
 from pipelines.evaluation.report.summary import build_sections
@@ -159,6 +160,13 @@ def test_tutoring_prompts_are_held_out_topped_up_and_the_hts_score_is_the_hand_c
     for dimension in ("humanized", "teaching", "safety"):
         assert scores[dimension]["score"] == 50.0 and scores[dimension]["n"] == 2 * 8
         assert scores[dimension]["ci"] is not None  # 8 items = bootstrap.min_items
+    for dimension in ("humanized", "teaching", "safety"):  # Fleiss' kappa: statsmodels on the judgments file's table
+        by_item = {}
+        for j in judgments:
+            if j["dimension"] == dimension:
+                by_item.setdefault(j["item_id"], {})[j["judge"]] = ("better", "equal", "worse").index(j["outcome"])
+        counts, _ = aggregate_raters([[r["j1"], r["j2"]] for r in by_item.values()], n_cat=3)
+        assert scores[dimension]["kappa"] == pytest.approx(fleiss_kappa(counts, method="fleiss"))
     assert table["position_preference"]["scripted-tuned vs scripted"]["j1"]["flagged"] is True
     assert "seeds of one model" in table["raters"]
     row = metrics["deltas"][3]
