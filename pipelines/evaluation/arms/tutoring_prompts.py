@@ -133,14 +133,16 @@ PLAN_TRIES = 3  # topic plans a new prompt tries before it is given up (a small 
 
 
 def new_prompt_plans(ram2c: Ram2cConfig, need: int, *, root: Path) -> list[tuple[list[TopicPlan], Any]]:
-    """Per new prompt: its topic plans to try in order (``PLAN_TRIES``) and its student persona, all
+    """``ceil(need * topics.oversample)`` candidates for ``need`` new prompts (a small model's topic
+    may not parse): each its topic plans to try in order (``PLAN_TRIES``) and its student persona, all
     after those generation used (plans past ``ceil(dialogues * topics.oversample)``, personas past
     ``dialogues``), so no request repeats one of generation's."""
     passages = [p for s in ram2c.sources if s.language == ram2c.language for p in load_passages(s, root)]
     used_plans = math.ceil(ram2c.dialogues * ram2c.topics.oversample)
-    plans = topic_plans(passages, ram2c.topics, used_plans + need * PLAN_TRIES)[used_plans:]
-    personas = make_personas(ram2c.dialogues + need, ram2c.language, seed=ram2c.students.seed)[ram2c.dialogues :]
-    return [([plans[j + k * need] for k in range(PLAN_TRIES)], personas[j]) for j in range(need)]
+    count = math.ceil(need * ram2c.topics.oversample)
+    plans = topic_plans(passages, ram2c.topics, used_plans + count * PLAN_TRIES)[used_plans:]
+    personas = make_personas(ram2c.dialogues + count, ram2c.language, seed=ram2c.students.seed)[ram2c.dialogues :]
+    return [([plans[j + k * count] for k in range(PLAN_TRIES)], personas[j]) for j in range(count)]
 
 
 async def new_prompts(
@@ -154,9 +156,9 @@ async def new_prompts(
     budget: float,
     progress: bool,
 ) -> list[HeldOutPrompt]:
-    """Up to ``need`` new held-out prompts: per prompt the topic writer on its plans until a topic
+    """Up to ``need`` new held-out prompts: per candidate the topic writer on its plans until a topic
     parses that is neither a trained one nor on an excluded theme, then the student's answer and the
-    drafter's prompt; a topic repeating an earlier new one is left out. The calls are traced under
+    drafter's prompt; the first ``need`` with distinct topics are kept. The calls are traced under
     ``folder`` (the generation harness, ``max_failed_share`` = ``budget``)."""
     lang, mode = ram2c.language, ram2c.output_mode
     agents = make_agents(
@@ -214,7 +216,12 @@ async def new_prompts(
     seen: set[str] = set()
     kept: list[HeldOutPrompt] = []
     for row in report.systems["new_prompts"].predictions:
-        if row is None or _norm(row["topic"]) in seen or prompt_key(row) in recorded.trained_prompts:
+        if (
+            row is None
+            or len(kept) == need
+            or _norm(row["topic"]) in seen
+            or prompt_key(row) in recorded.trained_prompts
+        ):
             continue
         seen.add(_norm(row["topic"]))
         kept.append(HeldOutPrompt(**{k: v for k, v in row.items() if k in HeldOutPrompt.__dataclass_fields__}))
