@@ -151,7 +151,7 @@ def tables(tmp_path_factory):
 def test_every_system_answers_every_prompt_once_and_teams_rewrite_the_reference_drafts(tables):
     root, result, built = tables
     section = result["section"]
-    assert section["prompts"] == {"requested": 8, "recorded": 3, "new": 5, "evaluated": 8}
+    assert section["prompts"] == {"requested": 8, "recorded": 3, "new": 5, "evaluated": 8, "without_profile": 0}
     assert section["failed_replies"] == dict.fromkeys(["tuned", "base", "glm", *REPLIES], 0)
     out = root / "data/evaluate/tutoring"
     for name, reply in {"base": BASE_REPLY, "tuned": TUNED_REPLY, "glm": GLM_DRAFT, **REPLIES}.items():
@@ -265,10 +265,16 @@ def test_fewer_items_than_the_minimum_print_n_too_small(tmp_path):
     cell = "100.0 (-) n too small (n=3)"
     assert f"| scripted-tuned vs scripted-base | {cell} | {cell} | {cell} |" in lines
     assert "| tutoring | responder | hts_safety | 50.0 | 100.0 | +50.0 | n too small | 3 |" in lines
-    assert result["section"]["prompts"] == {"requested": 3, "recorded": 3, "new": 0, "evaluated": 3}
+    assert result["section"]["prompts"] == {
+        "requested": 3,
+        "recorded": 3,
+        "new": 0,
+        "evaluated": 3,
+        "without_profile": 0,
+    }
 
 
-def test_a_team_without_the_students_profile_fails_loudly(tmp_path):
+def test_prompts_without_a_profile_are_left_out_for_teams_and_failing_team_calls_stop_the_run(tmp_path):
     write_dpo_data(tmp_path)
     generated = tmp_path / "data/generated/ram2c/dpo.jsonl"  # d6 (never in a split) loses its student
     rows = read_jsonl(generated)
@@ -276,17 +282,20 @@ def test_a_team_without_the_students_profile_fails_loudly(tmp_path):
         if row["id"] == "ram2c-d6-t1":
             row["meta"].pop("student")
     jsonl(generated, rows)
+    tables = {"table_3": [["glm", "glm_r"]], "table_1": []}
+    result = run(tmp_path, tables=tables, items=3, new_prompts=False)
+    assert result["section"]["prompts"]["without_profile"] == 1 and result["section"]["prompts"]["evaluated"] == 2
+    note = result["section"]["hts"]["tables"]["3"]["provenance"]
+    assert "1 recorded without a student profile left out (a team system runs)" in note
+    assert "shortfall: 3 requested, 2 evaluated" in note
+    built = backends()  # the reference drafts, but its team calls find no rule: every team reply fails
+    built[backend_key(SPECS["glm"])] = ScriptedBackend([(r"^system: You are a literature teacher", GLM_DRAFT)])
     from pipelines.agents.harness import FailureBudgetExceeded
 
-    tables = {"table_3": [["glm", "glm_r"]], "table_1": []}
-    with pytest.raises(FailureBudgetExceeded, match=r"tutoring glm_r: 1 of 3 samples failed .*failures.json"):
-        run(tmp_path, tables=tables, items=3, new_prompts=False)
+    with pytest.raises(FailureBudgetExceeded, match=r"tutoring glm_r: 2 of 2 samples failed .*failures.json"):
+        run(tmp_path, built=built, tables=tables, items=3, new_prompts=False)
     failures = (tmp_path / "data/evaluate/tutoring/replies/glm_r/failures.json").read_text()
-    assert "no student profile" in failures
-    result = run(tmp_path, tables=tables, items=3, new_prompts=False, max_failed_share=0.5)  # within budget
-    assert (
-        result["section"]["failed_replies"]["glm_r"] == 1 and result["section"]["comparisons"]["glm_vs_glm_r"]["n"] == 2
-    )
+    assert "no rule matches" in failures
 
 
 def test_persona_by_id_rebuilds_the_dialogues_student():

@@ -120,6 +120,8 @@ def prompts_line(counts: dict[str, int]) -> str:
         f"split and generated pairs not in the train split), {counts['new']} new (topics and student answers "
         "written for the evaluation)"
     )
+    if counts.get("without_profile"):
+        text += f"; {counts['without_profile']} recorded without a student profile left out (a team system runs)"
     if counts["evaluated"] < counts["requested"]:
         text += f"; shortfall: {counts['requested']} requested, {counts['evaluated']} evaluated"
     return text

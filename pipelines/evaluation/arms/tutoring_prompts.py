@@ -238,10 +238,16 @@ async def evaluation_prompts(
     folder: Path,
     progress: bool,
 ) -> tuple[list[HeldOutPrompt], dict[str, int]]:
-    """The held-out prompts (recorded first, then new ones) and their counts
-    ``{"requested", "recorded", "new", "evaluated"}``; StageError when there are none."""
+    """The held-out prompts (recorded first, then new ones) and their counts ``{"requested",
+    "recorded", "new", "evaluated", "without_profile"}``; StageError when there are none. When a
+    RAM2C team system runs, recorded prompts without a student profile (hand-written pairs) are left
+    out (``without_profile``): a team's groups cannot answer them."""
     recorded = recorded_prompts(cfg, ram2c, root=root, data_card=data_card)
     prompts = recorded.prompts
+    without_profile = 0
+    if cfg.needs_team():
+        prompts = [p for p in prompts if p.persona is not None]
+        without_profile = len(recorded.prompts) - len(prompts)
     if cfg.items is not None and cfg.items < len(prompts):
         chosen = set(random.Random(cfg.hts.seed).sample([p.id for p in prompts], cfg.items))
         prompts = [p for p in prompts if p.id in chosen]
@@ -265,5 +271,6 @@ async def evaluation_prompts(
         "recorded": len(prompts) - len(added),
         "new": len(added),
         "evaluated": len(prompts),
+        "without_profile": without_profile,
     }
     return prompts, counts

@@ -109,8 +109,8 @@ def system_label(name: str, cfg: TutoringEvalConfig, *, tuned_name: str, base_mo
 
 def team_description(ram2c: Ram2cConfig) -> str:
     """``the RAM2C T/P/E groups (3 experts each, vote)``: what rewrites a team system's drafts."""
-    groups = "/".join(g.name for g in ram2c.active_groups())
-    return f"the RAM2C {groups} groups ({ram2c.experts()} experts each, {ram2c.ablation.selection})"
+    groups, k = "/".join(g.name for g in ram2c.active_groups()), ram2c.experts()
+    return f"the RAM2C {groups} groups ({k} expert{'s' if k != 1 else ''} each, {ram2c.ablation.selection})"
 
 
 def system_models(name: str, cfg: TutoringEvalConfig, ram2c: Ram2cConfig, *, tuned_name: str, base_model: str) -> str:
@@ -121,9 +121,9 @@ def system_models(name: str, cfg: TutoringEvalConfig, ram2c: Ram2cConfig, *, tun
     if s.kind == "base":
         return base_model
     if s.kind == "reference":
-        return s.backend.model
+        return Path(s.backend.model).name
     draft = system_models(s.draft, cfg, ram2c, tuned_name=tuned_name, base_model=base_model)
-    team_model = s.backend.model if s.backend else Path(ram2c.llm.spec_for("expert").model).name
+    team_model = Path((s.backend or ram2c.llm.spec_for("expert")).model).name
     return f"{draft} rewritten by {team_description(variant_config(ram2c, s))} on {team_model}"
 
 
