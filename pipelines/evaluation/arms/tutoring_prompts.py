@@ -164,14 +164,13 @@ async def new_prompts(
     agents = make_agents(
         max_tokens=dict(ram2c.max_tokens), max_attempts=ram2c.max_attempts, retry_temperature=ram2c.retry_temperature
     )
-    # a topic that does not parse is followed by the next plan, not re-asked: SmolLM2's failures come from
-    # one long passage it copies instead of asking about, and a re-ask of it failed as well (traced)
-    writer = make_agents(max_tokens=dict(ram2c.max_tokens), max_attempts=1)["topic_writer"]
     avoid, excluded = theme_names(ram2c.topics.excluded_themes, lang), theme_words(ram2c.topics.excluded_themes, lang)
 
     async def topic_for(plans: list[TopicPlan], trace: SampleTrace) -> tuple[TopicPlan, str] | None:
         for plan in plans:
-            record = await writer.run(runtime.for_role("topic_writer"), plan.vars(lang, avoid), tag="topic", mode=mode)
+            record = await agents["topic_writer"].run(
+                runtime.for_role("topic_writer"), plan.vars(lang, avoid), tag="topic", mode=mode
+            )
             trace.add(record, step="topic", passage=plan.passage.id, level=plan.level, direction=plan.direction)
             if (
                 record.ok
