@@ -16,8 +16,6 @@ from stages.evaluate import main
 from tests.evaluation.browser import wait_for_file
 from tests.evaluation.evaluate_fixtures import TUNED_REPLY, write_dpo_data, write_project
 
-pytestmark = pytest.mark.slow  # the stage and a browser (~25 s on 2 shared cores)
-
 
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory):
