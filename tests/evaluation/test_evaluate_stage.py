@@ -130,7 +130,13 @@ def test_tutoring_prompts_are_held_out_topped_up_and_the_hts_score_is_the_hand_c
     recorded = ["ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1"]  # the eval split and the row never trained on
     new = sorted(set(items) - set(recorded))
     assert set(recorded) <= set(items) and len(items) == 8 and not set(items) & set(train["id"])
-    assert metrics["tutoring"]["prompts"] == {"requested": 8, "recorded": 3, "new": 5, "evaluated": 8, "without_profile": 0}
+    assert metrics["tutoring"]["prompts"] == {
+        "requested": 8,
+        "recorded": 3,
+        "new": 5,
+        "evaluated": 8,
+        "without_profile": 0,
+    }
     prompts = {p["id"]: p for p in read_jsonl(root / "data/evaluate/tutoring/prompts.jsonl")}
     trained_topics = {json.loads(m)["topic"] for m in train["meta"]}
     for item in new:  # written for the evaluation: a new topic, a persona after generation's, the drafter's prompt
