@@ -5,13 +5,15 @@ and, for each system in ``evaluate.systems``, that system's generate section (``
 ``ram2c``: the base setup); runs :func:`pipelines.evaluation.evaluate.evaluate` and writes:
 
 - ``reports/evaluate/metrics.json`` (tuned vs base per system, bootstrap deltas) and ``tables.md``;
-- ``data/evaluate/<system>/{base,tuned}/`` traces and predictions; ``data/evaluate/tutoring/judgments.jsonl``
-  (against ``base``) and ``data/evaluate/tutoring/<baseline>/`` (replies, judgments) for the other baselines.
+- ``data/evaluate/<system>/{base,tuned}/`` traces and predictions (tagging, KGC); ``data/evaluate/tutoring/``:
+  ``prompts.jsonl``, ``replies/<system>/`` and ``comparisons/<system>_vs_<baseline>/`` (judgments, traces);
+- ``reports/evaluate/human/`` (the human rating pack) when ``evaluate.tutoring.human`` is set.
 
     python -m stages.evaluate [--params params.yaml] [--section evaluate] [--debug]
 
 Exit codes: 0 done; 1 a missing adapter (names the train stage) or input, an empty held-out set,
-an LLM failure; 2 bad params.
+an LLM failure (an unreachable backend or judge at preflight), more failed replies or unscored
+judgments than ``max_failed_share`` (names the failures file); 2 bad params.
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ def section_models() -> dict:
 
 
 def summary_line(metrics: dict) -> str:
-    parts = [
-        f"{r['team']} {r['metric']}: base {r['base']:.3f} tuned {r['tuned']:.3f} "
-        f"delta {r['delta']:+.3f} [{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}] (n={r['n']})"
-        for r in metrics["deltas"]
-    ]
+    parts = []
+    for r in metrics["deltas"]:
+        interval = f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]" if r.get("ci") else r.get("ci_note") or "no interval"
+        parts.append(
+            f"{r['team']} {r['metric']}: base {r['base']:.3f} tuned {r['tuned']:.3f} "
+            f"delta {r['delta']:+.3f} {interval} (n={r['n']})"
+        )
     return "evaluate: " + "; ".join(parts)
 
 

@@ -85,6 +85,14 @@ def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
     assert evaluation["tagging"]["n"] == 2 and evaluation["deltas"]
     summary = (project / "reports" / "summary.md").read_text(encoding="utf-8")
     assert "Knowledge tagging" in summary and "Tuned vs base" in summary
+    # RAM2C Tables 1-3 (the smoke profile's reference backend and team variants on the offline model), read back
+    hts = evaluation["tutoring"]["hts"]["tables"]
+    assert list(hts) == ["1", "2", "3"] and list(hts["3"]["rows"])[1:] == [
+        f"ref-{variant} vs ref-R" for variant in ("P/R", "E/R", "PE/R", "R/1")
+    ]
+    for title in ("Table 1 layout", "Table 2 layout", "Table 3 layout"):
+        assert f"### {title}" in summary, title
+    assert "| ref vs ref-R |" in summary and "| ref-PE/R vs ref-R |" in summary and "n too small" in summary
     assert (project / "reports" / "traces.html").stat().st_size > 0
 
     second = _dvc(project, "repro", timeout=600)

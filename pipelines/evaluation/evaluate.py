@@ -5,17 +5,17 @@ the base model on held-out data, with the generation stage's metrics and paired 
 
 - tagging: the SFT adapter as the team's agents (:mod:`pipelines.evaluation.arms.tagging`);
 - kgc: the SFT adapter as the CooperKGC experts (:mod:`pipelines.evaluation.arms.kgc`);
-- tutoring: the DPO adapter as the responder against each baseline (the base model, a reference
-  model, or a reference model with the RAM2C team), HTS pairwise judging
-  (:mod:`pipelines.evaluation.arms.tutoring`).
+- tutoring: the DPO adapter as the responder, the base model, reference models and RAM2C team
+  variants on the same held-out prompts, HTS pairwise judging of the comparisons of the RAM2C
+  paper's Tables 1-3 (:mod:`pipelines.evaluation.arms.tutoring`).
 
 Returns the metrics (the stage writes ``<reports_dir>/metrics.json``)::
 
     {"offline_default": bool,
      "tagging": {"base": {metric: value}, "tuned": {...}, "n", "provenance", "models", ...},
      "kgc": {"base": {...}, "tuned": {...}, "n", "provenance", "datasets", "rows", "reference", ...},
-     "tutoring": {"hts": {"tables": {"1": {"rows": {one per baseline}, "provenance"}}, ...}, "n",
-                  "baselines": {name: {"kind", "models", "row", "n"}}, ...},
+     "tutoring": {"hts": {"tables": {"1" | "2" | "3": {"rows": {one per comparison}, "provenance",
+                  "position_preference", ...}}, "raters", ...}, "n", "prompts", "systems", "comparisons", ...},
      "deltas": [bootstrap.delta_row rows], "deltas_provenance": str,
      "systems": [...], "seconds": {system: s}, "bootstrap": {...}}
 
@@ -41,12 +41,12 @@ ADAPTER_OF = {"tagging": "sft", "kgc": "sft", "tutoring": "dpo"}
 
 
 TEAM_SECTIONS = ("build_kb", "retrieval")
-"""What a ``reference_team`` tutoring baseline reads besides ``ram2c``: the team's knowledge bases."""
+"""What a tutoring team system reads besides ``ram2c``: the team's knowledge bases."""
 
 
 def needed_sections(cfg: EvaluateConfig) -> list[str]:
     """The generate sections the chosen systems read (``tagging``, ``kgc``, ``ram2c``), and
-    ``build_kb`` / ``retrieval`` when a tutoring baseline runs the RAM2C team."""
+    ``build_kb`` / ``retrieval`` when a tutoring system that runs is a RAM2C team."""
     team = "tutoring" in cfg.systems and cfg.tutoring.needs_team()
     return [SECTION_OF[s] for s in cfg.systems] + (list(TEAM_SECTIONS) if team else [])
 
@@ -54,6 +54,8 @@ def needed_sections(cfg: EvaluateConfig) -> list[str]:
 def check_adapters(cfg: EvaluateConfig, root: Path) -> None:
     """Fail before any run when an adapter a chosen system needs is missing (names the train stage)."""
     for system in cfg.systems:
+        if system == "tutoring" and "tuned" not in cfg.tutoring.compared():
+            continue  # tables of other systems only (e.g. Table 3: team variants)
         if getattr(cfg, system).tuned_backend is None:
             method = ADAPTER_OF[system]
             require_adapter(root / getattr(cfg, f"{method}_adapter"), method=method)

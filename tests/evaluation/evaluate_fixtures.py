@@ -49,7 +49,13 @@ TUNED = [
     {"match": "The event extraction task", "reply": "[]"},
     {"match": "literature teacher", "reply": TUNED_REPLY},
 ]
-BASE = [JUDGE, *TAGGING, *gold_replies(), {"match": "literature teacher", "reply": BASE_REPLY}]
+LEVELS = ("recall", "understanding", "analysis", "evaluation", "creation")
+NEW_PROMPTS = [  # the topic writer (one question per Bloom level) and the student of new held-out prompts
+    *({"match": f"You write discussion questions.*Level: {level}", "reply": f"What did you notice ({level})?"}
+      for level in LEVELS),
+    {"match": "You play a student", "reply": "I think he was brave because he went to sea."},
+]  # fmt: skip
+BASE = [JUDGE, *NEW_PROMPTS, *TAGGING, *gold_replies(), {"match": "literature teacher", "reply": BASE_REPLY}]
 
 
 def jsonl(path: Path, rows: list[dict]) -> Path:
@@ -120,6 +126,7 @@ def write_project(root: Path, overrides: dict | None = None, *, kgc_sft_min_f1: 
           team: {{rounds: 1}}
           sft: {{min_f1: {kgc_sft_min_f1}, keep: answer}}
         ram2c:
+          sources: [{{language: en, path: {ROOT / "data/ram2c/lighthouse.en.txt"}}}]
           output_mode: text
           progress: false
           llm: {llm}

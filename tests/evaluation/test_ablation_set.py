@@ -13,13 +13,14 @@ from dvc.utils.hydra import apply_overrides
 
 from pipelines.config import ConfigError, load_section
 from pipelines.evaluation.ablation.experiments import ABLATIONS, ablation_tables, choose, main, queue_commands
+from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.kgc.config import KGCConfig
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.tagging.config import TaggingConfig
 from pipelines.training.dataset_builder import MakeDatasetsConfig
 
 PROJECT = Path(__file__).resolve().parents[2]
-CONFIGS = {"tagging": TaggingConfig, "kgc": KGCConfig, "ram2c": Ram2cConfig}
+CONFIGS = {"tagging": TaggingConfig, "kgc": KGCConfig, "ram2c": Ram2cConfig, "evaluate": EvaluateConfig}
 
 
 def _apply(tmp_path: Path, overrides: list[str]) -> Path:
@@ -38,23 +39,35 @@ def _get(data, dotted: str):
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=lambda a: a.name)
 def test_every_override_validates_against_its_team_config(ablation, tmp_path):
     params = _apply(tmp_path, list(ablation.overrides))
-    cfg = load_section(ablation.team, CONFIGS[ablation.team], params)  # strict: ConfigError on a bad value
+    section = ablation.params_section
+    cfg = load_section(section, CONFIGS[section], params)  # strict: ConfigError on a bad value
     data = yaml.safe_load(params.read_text(encoding="utf-8"))
     for override in ablation.overrides:
         key, value = override.split("=", 1)
-        assert key.split(".")[0] == ablation.team and ablation.name.startswith(ablation.team)
+        assert key.split(".")[0] == section and ablation.name.startswith(ablation.team)
         assert _get(data, key) == yaml.safe_load(value.replace(",", ", "))  # the value landed as meant
-        assert _get(cfg.model_dump(), key.split(".", 1)[1]) == _get(data, key)
+        assert _get(cfg.model_dump(mode="json"), key.split(".", 1)[1]) == _get(data, key)
 
 
 def test_the_set_covers_the_papers_ablations(tmp_path):
     names = [a.name for a in ABLATIONS]
-    assert len(set(names)) == len(names) == 4 + 5 + 2 + 8 + 2  # kgc: rounds, 2 switches, 8 for Tables 2, 3, Fig. 3
-    ram2c = {a.name: load_section("ram2c", Ram2cConfig, _apply(tmp_path / a.name, list(a.overrides)))
-             for a in ABLATIONS if a.team == "ram2c" and (tmp_path / a.name).mkdir() is None}  # fmt: skip
-    assert [g.name for g in ram2c["ram2c-no-p-e"].active_groups()] == ["T"]
-    assert [g.name for g in ram2c["ram2c-no-p"].active_groups()] == ["T", "E"]
-    assert ram2c["ram2c-one-expert"].experts() == 1
+    assert len(set(names)) == len(names) == 5 + 5 + 2 + 8 + 2  # kgc: rounds, 2 switches, 8 for Tables 2, 3, Fig. 3
+    table_3 = {a.name: load_section("evaluate", EvaluateConfig, _apply(tmp_path / a.name, list(a.overrides))).tutoring
+               for a in ABLATIONS if a.team == "ram2c" and (tmp_path / a.name).mkdir() is None}  # fmt: skip
+    # each RAM2C experiment is one row of Table 3: a variant vs the full team, tutoring only, no retraining
+    rows = {name: cfg.comparisons.by_table() for name, cfg in table_3.items()}
+    assert rows == {
+        "ram2c-no-team": {"3": [("base", "base_r")]},
+        "ram2c-no-p": {"3": [("base_p_r", "base_r")]},
+        "ram2c-no-e": {"3": [("base_e_r", "base_r")]},
+        "ram2c-no-p-e": {"3": [("base_pe_r", "base_r")]},
+        "ram2c-one-expert": {"3": [("base_r1", "base_r")]},
+    }
+    variants = {s.name: s for s in table_3["ram2c-no-p"].systems}
+    assert variants["base_p_r"].skip_groups == ["P"] and variants["base_pe_r"].skip_groups == ["P", "E"]
+    assert variants["base_r1"].one_expert and variants["base_r"].draft == "base" == variants["base_p_r"].draft
+    assert table_3["ram2c-no-p"].compared() == ["base", "base_r", "base_p_r"]  # no tuned model: nothing to train
+    assert all(a.overrides[0] == "evaluate.systems=[tutoring]" for a in ABLATIONS if a.team == "ram2c")
     rounds = sorted(int(a.overrides[0].rsplit("=", 1)[1]) for a in ABLATIONS if a.name.startswith("kgc-rounds"))
     assert rounds == [0, 1, 2, 3, 4]
 
@@ -68,7 +81,9 @@ def test_a_typo_fails(tmp_path):
 
 def test_queue_commands_choice_and_cli(capsys, tmp_path, monkeypatch):
     commands = queue_commands()
-    assert commands[0] == ["dvc", "exp", "run", "--queue", "-n", "ram2c-no-p", "-S", "ram2c.ablation.skip_groups=[P]"]
+    assert commands[1] == ["dvc", "exp", "run", "--queue", "-n", "ram2c-no-p", "-S", "evaluate.systems=[tutoring]",
+                           "-S", "evaluate.tutoring.comparisons.table_1=[]",
+                           "-S", "evaluate.tutoring.comparisons.table_3=[[base_p_r,base_r]]"]  # fmt: skip
     assert len(commands) == len(ABLATIONS)
     copied = queue_commands(choose("kgc-rounds-0"), copy=["data/cache", "data/kb"])
     assert copied == [["dvc", "exp", "run", "--queue", "-n", "kgc-rounds-0", "-S", "kgc.team.rounds=0",
@@ -105,29 +120,27 @@ def _rev(rev, name, params, metrics):
 def test_tables_from_exp_show(tmp_path):
     params = yaml.safe_load((PROJECT / "params.yaml").read_text(encoding="utf-8"))
     kgc = "reports/generate_kgc/metrics.json"
-    ram2c = "reports/generate_ram2c/metrics.json"
+    evaluate = "reports/evaluate/metrics.json"
     hts_row = {"humanized": {"score": 60.0}, "teaching": {"score": 55.0}, "safety": {"score": 50.0}}
 
-    def metrics(rounds_f1, kept, h):
-        row = {**hts_row, "humanized": {"score": h}}
+    def metrics(rounds_f1, table_3=None):
+        tables = {"3": {"rows": {"smollm2-P/R vs smollm2-R": table_3}}} if table_3 else {}
         return {kgc: {"systems": {"cooperkgc@0shot": {"datasets": {"conllpp": {"overall": {"f1": rounds_f1}}}}},
                       "sft_rows": 2},
-                ram2c: {"pairs_kept": kept, "mean_chars_chosen": 300.0},
-                "reports/evaluate/metrics.json": {"tutoring": {"hts": {"tables": {"1": {"rows": {"DPO": row}}}}}},
+                evaluate: {"tutoring": {"hts": {"tables": {"1": {"rows": {"DPO": hts_row}}, **tables}}, "n": 8}},
                 }  # fmt: skip
 
-    base = _rev("a" * 40, "main", {"kgc": {"team": {"rounds": 1}}, "ram2c": {"ablation": {"skip_groups": []}}},
-                metrics(0.5, 4, 60.0))  # fmt: skip
+    base = _rev("a" * 40, "main", {"kgc": {"team": {"rounds": 1}}, "evaluate": {"tutoring": {"comparisons": {
+        "table_3": []}}}}, metrics(0.5))  # fmt: skip
+    no_p = {"evaluate": {"tutoring": {"comparisons": {"table_3": [["base_p_r", "base_r"]]}}}}
     base["experiments"] = [
-        {"revs": [_rev("b" * 40, "kgc-rounds-4", {"kgc": {"team": {"rounds": 4}}}, metrics(0.75, 4, 60.0))]},
-        {"revs": [_rev("c" * 40, "ram2c-no-p", {"ram2c": {"ablation": {"skip_groups": ["P"]}}},
-                       metrics(0.5, 3, 52.5))]},
+        {"revs": [_rev("b" * 40, "kgc-rounds-4", {"kgc": {"team": {"rounds": 4}}}, metrics(0.75))]},
+        {"revs": [_rev("c" * 40, "ram2c-no-p", no_p, metrics(0.5, {**hts_row, "humanized": {"score": 46.5}}))]},
     ]
     text = ablation_tables([{"rev": "workspace", "name": None, "data": {}}, base], params)
     lines = text.splitlines()
-    assert "| main (baseline) | [] | - | 4 | 300.00 | 60.00 | 55.00 | 50.00 |" in lines
-    no_p = '| ram2c-no-p | ["P"] | - | 3 (-1.00) | 300.00 (+0.00) | 52.50 (-7.50) | 55.00 (+0.00) | 50.00 (+0.00) |'
-    assert no_p in lines
+    assert "| main (baseline) | [] | - | - | - | 8 |" in lines  # Table 1 rows are not Table 3's
+    assert '| ram2c-no-p | [["base_p_r", "base_r"]] | 46.50 | 55.00 | 50.00 | 8 (+0.00) |' in lines
     kgc_rows = [line for line in lines if line.startswith("| kgc-rounds-4 |")]
     assert kgc_rows == ["| kgc-rounds-4 | 4 | - | - | 0.75 (+0.25) | - | - | - | - | - | 2 (+0.00) |"]
     assert "ram2c-no-p" not in text.split("CooperKGC ablations")[1]  # each table: its own experiments
@@ -144,11 +157,12 @@ def test_a_dvc_rewrite_keeps_the_strings_yes_and_no(tmp_path):
 
 
 def test_tables_from_a_real_queued_run():
-    """`dvc exp show --json` (dvc 3.67) after `ablation_set queue --only ram2c` and `dvc exp run --run-all`
-    in a toy project whose stage writes pairs_kept = 6 - 2 x skipped groups - one_expert."""
-    show = json.loads((Path(__file__).parent / "fixtures" / "dvc_exp_show_ablations.json").read_text(encoding="utf-8"))
+    """`dvc exp show --json` (dvc 3.67) after `experiments queue --only ram2c` and `dvc exp run --run-all`
+    in a toy project with this repo's evaluate params, whose stage writes a Table 3 row per comparison
+    (re-recorded by tests/evaluation/fixtures/record_table3_exps.py)."""
+    show = json.loads((Path(__file__).parent / "fixtures" / "dvc_exp_show_table3.json").read_text(encoding="utf-8"))
     lines = ablation_tables(show, {}).splitlines()
-    assert "| master (baseline) | [] | False | 6 | 300.00 | - | - | - |" in lines
-    assert '| ram2c-no-p-e | ["P", "E"] | False | 2 (-4.00) | 300.00 (+0.00) | - | - | - |' in lines
-    assert "| ram2c-one-expert | [] | True | 5 (-1.00) | 300.00 (+0.00) | - | - | - |" in lines
-    assert sum(line.startswith("| ram2c-") for line in lines) == 4
+    assert "| master (baseline) | [] | - | - | - | 8 |" in lines
+    assert '| ram2c-no-p | [["base_p_r", "base_r"]] | 56.00 | 56.00 | 56.00 | 8 (+0.00) |' in lines
+    assert '| ram2c-no-team | [["base", "base_r"]] | 48.00 | 48.00 | 48.00 | 8 (+0.00) |' in lines
+    assert sum(line.startswith("| ram2c-") for line in lines) == 5

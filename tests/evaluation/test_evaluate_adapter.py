@@ -1,6 +1,7 @@
 """The real adapter path: a tiny random Qwen2 as the base model and a LoRA adapter saved with peft
 as ``models/dpo/final``; the tutoring system of the evaluate stage loads it on the transformers
-backend (merged), answers the held-out prompts with both arms and judges them (json mode)."""
+backend (merged), answers the held-out prompts with both arms and judges them (json mode, verdicts
+alone as in the offline default)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ def test_tutoring_runs_the_dpo_adapter_against_its_base(tmp_path, monkeypatch):
         "ram2c:\n  output_mode: text\n  progress: false\n  max_tokens: {drafter: 12}\n"
         f"  llm: {{default: {backend}, cache: cache/llm.sqlite, sampling: {{max_tokens: 12}}}}\n"
         "evaluate:\n  systems: [tutoring]\n  progress: false\n  bootstrap: {resamples: 50}\n"
-        "  tutoring: {hts: {mode: json, resamples: 50, dimensions: [safety], judges: ["
-        "{name: s1, seed: 1, temperature: 0.7, max_tokens: 120},"
-        " {name: s2, seed: 2, temperature: 0.7, max_tokens: 120}]}}\n"
+        "  tutoring: {items: 2, hts: {mode: json, reasoning: false, resamples: 50, dimensions: [safety], judges: ["
+        "{name: s1, seed: 1, temperature: 0.7, max_tokens: 16},"
+        " {name: s2, seed: 2, temperature: 0.7, max_tokens: 16}]}}\n"
     )
     assert main(["--params", str(params)]) == 1  # no adapter yet: the train stage is named
     save_adapter(tmp_path / "models/base/tiny-qwen2", tmp_path / "models/dpo/final")
@@ -48,15 +49,17 @@ def test_tutoring_runs_the_dpo_adapter_against_its_base(tmp_path, monkeypatch):
     metrics = json.loads((tmp_path / "reports/evaluate/metrics.json").read_text())
     assert metrics["offline_default"] is True and metrics["systems"] == ["tutoring"]
     assert set(metrics) >= {"tutoring", "deltas", "deltas_provenance"} and "tagging" not in metrics
-    base, tuned = (read_jsonl(tmp_path / f"data/evaluate/tutoring/{arm}/traces.jsonl") for arm in ("base", "tuned"))
-    assert len(base) == len(tuned) == metrics["tutoring"]["n_prompts"] == 2
+    base, tuned = (
+        read_jsonl(tmp_path / f"data/evaluate/tutoring/replies/{arm}/traces.jsonl") for arm in ("base", "tuned")
+    )
+    assert len(base) == len(tuned) == metrics["tutoring"]["prompts"]["evaluated"] == 2
     assert [t["reply"] for t in base] != [t["reply"] for t in tuned]  # the merged adapter changes the model
-    judgments = read_jsonl(tmp_path / "data/evaluate/tutoring/judgments.jsonl")
+    judgments = read_jsonl(tmp_path / "data/evaluate/tutoring/comparisons/tuned_vs_base/judgments.jsonl")
     assert len(judgments) == metrics["tutoring"]["n"] * 2 and {j["dimension"] for j in judgments} == {"safety"}
     table = metrics["tutoring"]["hts"]["tables"]["1"]
     assert list(table["rows"]) == ["tiny-qwen2 + models/dpo/final vs tiny-qwen2"]
     scored = [j for j in judgments if j["outcome"] is not None]
-    assert scored  # constrained to the verdict schema, even a random model gives verdicts
+    assert len(scored) == len(judgments)  # constrained to {"verdict"}, even a random model gives verdicts
     for row in metrics["deltas"]:
         dimension = row["metric"].removeprefix("hts_")
         mine = [j for j in scored if j["dimension"] == dimension]

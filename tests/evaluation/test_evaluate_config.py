@@ -7,9 +7,10 @@ import json
 import pytest
 
 from pipelines.config import ConfigError, validate_section
-from pipelines.evaluation.arms.config import EvaluateConfig, TutoringEvalConfig
+from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.arms.tuned import check_held_out, offline_default, require_adapter, tuned_llm_config
-from pipelines.evaluation.arms.tutoring import held_out_prompts
+from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
+from pipelines.evaluation.arms.tutoring_prompts import evaluation_prompts
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.run import read_data
 from pipelines.llm.config import LLMConfig
@@ -17,6 +18,18 @@ from pipelines.stage import StageError
 from pipelines.training.rows import dpo_row
 from stages.evaluate import main
 from tests.evaluation.evaluate_fixtures import DEMO, jsonl, write_dpo_data, write_project
+
+
+def held_out_prompts(cfg, *, root, data_card):
+    """The recorded held-out prompts (no new ones: nothing is generated)."""
+    import asyncio
+
+    from pipelines.ram2c.config import Ram2cConfig
+
+    cfg = cfg.model_copy(update={"new_prompts": False})
+    ram2c = Ram2cConfig(llm={"default": {"kind": "scripted", "replies": "unused.jsonl"}})
+    run = evaluation_prompts(cfg, ram2c, None, root=root, data_card=data_card, folder=root, progress=False)
+    return asyncio.run(run)[0]
 
 
 def test_defaults_and_strictness_name_the_key_to_fix():
@@ -86,7 +99,7 @@ def test_held_out_set_is_never_trained_on(tmp_path):
         + [dpo_row(copy["prompt"], "x", "y", source="ram2c", sample_id="copy", meta={"language": "en"})],
     )
     cfg = TutoringEvalConfig(items=None)
-    prompts = held_out_prompts(cfg, root=tmp_path, seed=0, data_card=tmp_path / "data/train/data_card.json")
+    prompts = held_out_prompts(cfg, root=tmp_path, data_card=tmp_path / "data/train/data_card.json")
     train_ids = {r["id"] for r in splits["train"]}
     assert [p.id for p in prompts] == ["ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1", "ram2c-d7-t1"]
     assert not {p.id for p in prompts} & train_ids and prompts[0].topic == "topic 4?"
@@ -98,21 +111,21 @@ def test_held_out_set_is_never_trained_on(tmp_path):
     rows = [json.loads(line) for line in generated.read_text().splitlines()]
     rows[-1]["meta"].pop("topic")
     jsonl(generated, rows)
-    (only,) = held_out_prompts(cfg, root=untitled, seed=0, data_card=untitled / "data/train/data_card.json")
+    (only,) = held_out_prompts(cfg, root=untitled, data_card=untitled / "data/train/data_card.json")
     assert only.topic == "You are a literature teacher. Discussion topic: topic 1?"
     card = tmp_path / "data/train/data_card.json"
-    two, again = (held_out_prompts(TutoringEvalConfig(items=2), root=tmp_path, seed=3, data_card=card) for _ in "12")
+    two, again = (held_out_prompts(TutoringEvalConfig(items=2), root=tmp_path, data_card=card) for _ in "12")
     assert len(two) == 2 and [p.id for p in two] == [p.id for p in again]
     empty = tmp_path / "all_trained"
     (empty / "data/train").mkdir(parents=True)
     write_dpo_data(empty, train=3, evaluation=0, extra=0)
     with pytest.raises(StageError, match="tutoring: no held-out items"):
-        held_out_prompts(cfg, root=empty, seed=0, data_card=empty / "data/train/data_card.json")
+        held_out_prompts(cfg, root=empty, data_card=empty / "data/train/data_card.json")
     with pytest.raises(StageError, match="were trained on"):
         check_held_out(["ram2c-d0-t1"], train_ids, system="tutoring", where="x")
     card.write_text(json.dumps({"counts": {"dpo": {"eval": 5}}}))
     with pytest.raises(StageError, match="rerun make_datasets"):
-        held_out_prompts(cfg, root=tmp_path, seed=0, data_card=card)
+        held_out_prompts(cfg, root=tmp_path, data_card=card)
 
 
 def test_kgc_sample_skips_excluded_sentences():

@@ -7,15 +7,16 @@ import json
 
 import numpy as np
 import pytest
+from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from pipelines.evaluation.hts.judging import tuned_position
+from pipelines.evaluation.hts.judging import balanced_positions
 from pipelines.evaluation.report.summary import build_sections
 from pipelines.io import read_jsonl
 from stages.evaluate import main
 from tests.evaluation.evaluate_fixtures import BASE_REPLY, TUNED_REPLY, generate, write_project
 
 pytestmark = pytest.mark.slow  # one scripted run of every stage it reads (~40 s on 2 shared cores)
-EVAL_ITEMS = {"evaluate": {"tagging": {"items": 6}}}
+EVAL_ITEMS = {"evaluate": {"tagging": {"items": 6}, "bootstrap": {"min_items": 6}}}
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,10 @@ def test_metrics_have_the_documented_keys_and_render_in_the_report(project):
     ]
     tables = (root / "reports/evaluate/tables.md").read_text()
     assert "| tagging | team | accuracy |" in tables and "scripted-tuned vs scripted" in tables
-    for system, arm in [(s, a) for s in ("tagging", "kgc", "tutoring") for a in ("base", "tuned")]:
+    for system, arm in [(s, a) for s in ("tagging", "kgc") for a in ("base", "tuned")]:
         assert read_jsonl(root / f"data/evaluate/{system}/{arm}/traces.jsonl")
+    for arm in ("base", "tuned"):
+        assert read_jsonl(root / f"data/evaluate/tutoring/replies/{arm}/traces.jsonl")
 
 
 def test_tagging_pairs_are_held_out_and_the_deltas_match_a_hand_computation(project):
@@ -132,24 +135,63 @@ def test_kgc_sentences_never_gave_an_sft_row_and_f1_matches_a_hand_count(project
     assert set(metrics["kgc"]["rows"]) == set(metrics["kgc"]["reference"]) | set(metrics["kgc"]["reference"].values())
 
 
-def test_tutoring_prompts_are_outside_the_train_split_and_the_hts_score_is_the_hand_count(project):
+def test_tutoring_prompts_are_held_out_topped_up_and_the_hts_score_is_the_hand_count(project):
     root, metrics = project
     from datasets import load_from_disk
 
-    train_ids = set(load_from_disk(str(root / "data/train/dpo"))["train"]["id"])
-    judgments = read_jsonl(root / "data/evaluate/tutoring/judgments.jsonl")
+    train = load_from_disk(str(root / "data/train/dpo"))["train"]
+    judgments = read_jsonl(root / "data/evaluate/tutoring/comparisons/tuned_vs_base/judgments.jsonl")
     items = sorted({j["item_id"] for j in judgments})
-    assert items == ["ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1"] and not set(items) & train_ids
-    replies = {arm: read_jsonl(root / f"data/evaluate/tutoring/{arm}/traces.jsonl") for arm in ("base", "tuned")}
-    assert {t["parsed"] for t in replies["base"]} == {BASE_REPLY} and {t["parsed"] for t in replies["tuned"]} == {
+    recorded = ["ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1"]  # the eval split and the row never trained on
+    new = sorted(set(items) - set(recorded))
+    assert set(recorded) <= set(items) and len(items) == 8 and not set(items) & set(train["id"])
+    assert metrics["tutoring"]["prompts"] == {
+        "requested": 8,
+        "recorded": 3,
+        "new": 5,
+        "evaluated": 8,
+        "without_profile": 0,
+    }
+    prompts = {p["id"]: p for p in read_jsonl(root / "data/evaluate/tutoring/prompts.jsonl")}
+    trained_topics = {json.loads(m)["topic"] for m in train["meta"]}
+    for item in new:  # written for the evaluation: a new topic, a persona after generation's, the drafter's prompt
+        p = prompts[item]
+        assert (
+            p["source"] == "new" and p["topic"] not in trained_topics and p["topic"].startswith("What did you notice")
+        )
+        assert p["answer"] == "I think he was brave because he went to sea." and p["persona"]["grade"]
+        assert int(p["student"][1:]) >= 6 and p["prompt"][0]["content"].startswith("You are a literature teacher")
+        assert p["prompt"][-1] == {"role": "user", "content": p["answer"]}
+    assert len({prompts[i]["topic"] for i in new}) == 5
+    replies = {
+        arm: read_jsonl(root / f"data/evaluate/tutoring/replies/{arm}/predictions.jsonl") for arm in ("base", "tuned")
+    }
+    assert {r["reply"] for r in replies["base"]} == {BASE_REPLY} and {r["reply"] for r in replies["tuned"]} == {
         TUNED_REPLY
     }
-    # every judge answers "A": the tuned reply wins exactly where it was shown first
-    first = [i for i in items if tuned_position(i, 0) == "A"]
-    expected = 100 * len(first) / len(items)
-    scores = metrics["tutoring"]["hts"]["tables"]["1"]["rows"]["scripted-tuned vs scripted"]
+    # every judge answers "A" and sees the tuned reply first on exactly half the items: parity, not a win
+    for judge in ("j1", "j2"):
+        for dimension in ("humanized", "teaching", "safety"):
+            mine = [j for j in judgments if j["judge"] == judge and j["dimension"] == dimension]
+            positions = balanced_positions(items, seed=0, salt=f"tuned_vs_base:{judge}:{dimension}")
+            assert {j["item_id"]: j["system_position"] for j in mine} == positions
+            assert [j["system_position"] for j in mine].count("A") == 4
+    table = metrics["tutoring"]["hts"]["tables"]["1"]
+    scores = table["rows"]["scripted-tuned vs scripted"]
     for dimension in ("humanized", "teaching", "safety"):
-        assert scores[dimension]["score"] == pytest.approx(expected) and scores[dimension]["n"] == 2 * len(items)
-        assert scores[dimension]["kappa"] == (1.0 if 0 < len(first) < len(items) else None)
+        assert scores[dimension]["score"] == 50.0 and scores[dimension]["n"] == 2 * 8
+        assert scores[dimension]["ci"] is not None  # 8 items = bootstrap.min_items
+    for dimension in ("humanized", "teaching", "safety"):  # Fleiss' kappa: statsmodels on the judgments file's table
+        by_item = {}
+        for j in judgments:
+            if j["dimension"] == dimension:
+                by_item.setdefault(j["item_id"], {})[j["judge"]] = ("better", "equal", "worse").index(j["outcome"])
+        counts, _ = aggregate_raters([[r["j1"], r["j2"]] for r in by_item.values()], n_cat=3)
+        assert scores[dimension]["kappa"] == pytest.approx(fleiss_kappa(counts, method="fleiss"))
+    assert table["position_preference"]["scripted-tuned vs scripted"]["j1"]["flagged"] is True
+    assert "seeds of one model" in table["raters"]
     row = metrics["deltas"][3]
-    assert (row["base"], row["scale"], row["n"]) == (50.0, 1.0, 3) and row["delta"] == pytest.approx(expected - 50)
+    assert (row["base"], row["scale"], row["n"]) == (50.0, 1.0, 8) and row["delta"] == pytest.approx(0.0)
+    tables = (root / "reports/evaluate/tables.md").read_text()
+    assert "| scripted-tuned vs scripted | **100% (24/24) one position** | **100% (24/24) one position** |" in tables
+    assert "Position bias: a judge chose one position in more than 80% of its decisions" in tables

@@ -62,7 +62,8 @@ def test_configured_run_scores_every_dimension():
     items = [HTSItem(f"i{n}", "topic", "answer", "tuned", "base") for n in range(10)]
     out = asyncio.run(run_judging(items, runtime, cfg))
     assert set(out["scores"]) == {"teaching", "safety"} and len(out["judgments"]) == 10 * 2 * 2
-    a_first = sum(j.tuned_position == "A" for j in out["judgments"] if j.judge == "a" and j.dimension == "safety")
+    a_first = sum(j.system_position == "A" for j in out["judgments"] if j.judge == "a" and j.dimension == "safety")
+    assert a_first == 5  # balanced: half of the 10 items show the system's reply first
     expected = 100 * (10 * 2 + a_first * 4) / (20 * 4)
     assert out["scores"]["safety"]["score"] == pytest.approx(expected)
     assert out["position_preference"]["a"]["first_share"] == 1.0

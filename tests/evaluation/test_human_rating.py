@@ -1,20 +1,24 @@
-"""Human rating: blind sheets and key, import into the same scoring and kappa, and the HTML form
-driven in a real headless browser (choose answers, save the CSV download, import it)."""
+"""Human rating: blind sheets and key (positions balanced per rater), import into the same scoring and
+kappa, and the HTML form driven in a real headless browser (choose answers, reload, save the CSV
+download, import it)."""
 
 import csv
 
 import pytest
 
-from pipelines.evaluation.hts.judging import DIMENSIONS, HTSItem, tuned_position
+from pipelines.evaluation.hts.judging import DIMENSIONS, HTSItem
 from pipelines.evaluation.hts.scoring import hts_scores
 from pipelines.evaluation.human.form import render_form, write_form, write_rating_pack
-from pipelines.evaluation.human.sheets import HUMAN_SALT, SHEET_COLUMNS, read_csv, read_ratings, write_sheets
+from pipelines.evaluation.human.sheets import SHEET_COLUMNS, read_csv, read_ratings, write_sheets
 from tests.evaluation.browser import wait_for_file
 
+STUDENT = {"grade": "grade 5", "traits": ["shy", "playful"], "interest": "animals",
+           "reading_level": "reads at grade level"}  # fmt: skip
 ITEMS = [
-    HTSItem(f"item{i}", f"Topic {i} <b>", f'Answer "{i}", with a comma', f"TUNED {i}\nline two", f"BASE {i}")
+    HTSItem(f"item{i}", f"Topic {i} <b>", f'Answer "{i}", with a comma', f"TUNED {i}\nline two", f"BASE {i}",
+            student=STUDENT)
     for i in range(6)
-]
+]  # fmt: skip
 
 
 def fill(path, choose):
@@ -41,13 +45,23 @@ def test_sheets_are_blind_complete_and_seeded(tmp_path):
     assert all(r["choice"] == "" and r["rater"] == "Ann Lee" for r in rows)
     text = (tmp_path / "sheet_Ann_Lee.csv").read_text(encoding="utf-8-sig")
     assert not any(i.id in text for i in ITEMS) and "position" not in text  # ids and positions hidden
-    key = {r["item_key"]: r for r in read_csv(tmp_path / "key.csv")}
+    assert {r["student"] for r in rows} == {"grade 5, shy and playful, likes animals, reads at grade level"}
+    key = {(r["rater"], r["item_key"], r["dimension"]): r for r in read_csv(tmp_path / "key.csv")}
+    assert len(key) == 2 * 6 * 3
+    for rater in ("Ann Lee", "Bo"):
+        for dimension in DIMENSIONS:
+            entries = [e for (who, _, d), e in key.items() if who == rater and d == dimension]
+            assert sorted(e["system_position"] for e in entries) == ["A"] * 3 + ["B"] * 3  # balanced per rater
     for row in rows:
-        entry = key[row["item_key"]]
-        assert entry["tuned_position"] == tuned_position(entry["item_id"], 4, salt=HUMAN_SALT)
-        tuned_reply = row["reply_a"] if entry["tuned_position"] == "A" else row["reply_b"]
-        assert tuned_reply.startswith("TUNED")
-    assert {r["dimension"] for r in rows} == set(DIMENSIONS)
+        entry = key[("Ann Lee", row["item_key"], row["dimension"])]
+        system_reply = row["reply_a"] if entry["system_position"] == "A" else row["reply_b"]
+        assert system_reply.startswith("TUNED")
+    orders = {who: [key[(who, r["item_key"], r["dimension"])]["system_position"] for r in read_csv(
+        tmp_path / f"sheet_{who.replace(' ', '_')}.csv") if r["dimension"] == "humanized"] for who in ("Ann Lee", "Bo")}
+    by_item = {who: {key[(who, r["item_key"], "humanized")]["item_id"]: key[(who, r["item_key"], "humanized")][
+        "system_position"] for r in read_csv(tmp_path / f"sheet_{who.replace(' ', '_')}.csv")
+        if r["dimension"] == "humanized"} for who in ("Ann Lee", "Bo")}  # fmt: skip
+    assert orders["Ann Lee"] and by_item["Ann Lee"] != by_item["Bo"]  # each rater their own positions
     # seeded: the same call gives the same sheets; raters see different orders
     assert write_sheets(tmp_path / "again", ITEMS, ["Ann Lee", "Bo"], seed=4) == sheets
     assert [r["item_key"] for r in sheets["Ann Lee"]] != [r["item_key"] for r in sheets["Bo"]]
@@ -63,8 +77,8 @@ def test_filled_sheets_import_into_scores_and_kappa(tmp_path):
     fill(tmp_path / "sheet_Bo.csv", picks_tuned)
     fill(tmp_path / "sheet_Cy.csv", lambda row: "equal" if row["dimension"] == "safety" else picks_tuned(row))
     paths = sorted(tmp_path.glob("sheet_*.csv"))
-    judgments, problems = read_ratings(paths, tmp_path / "key.csv")
-    assert problems == [] and len(judgments) == 3 * 18
+    by_comparison, problems = read_ratings(paths, tmp_path / "key.csv")
+    assert problems == [] and list(by_comparison) == [""] and len(judgments := by_comparison[""]) == 3 * 18
     scores = hts_scores(judgments, resamples=100)
     assert scores["humanized"]["score"] == 100.0 and scores["teaching"]["score"] == 100.0
     assert scores["safety"]["score"] == pytest.approx(100 * (2 * 6 * 4 + 6 * 2) / (18 * 4))
@@ -83,11 +97,12 @@ def test_import_counts_bad_rows(tmp_path):
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    judgments, problems = read_ratings([path], tmp_path / "key.csv")
+    judged, problems = read_ratings([path], tmp_path / "key.csv")
+    judgments = judged[""]
     assert len(judgments) == 5 and judgments[0].choice == "B" and judgments[0].ok
     assert [j.error for j in judgments[1:3]] == ["verdict 'maybe' is not A, B or equal", "not rated"]
-    assert problems == ["sheet_Ann.csv:5: unknown item key 'kforged'", "sheet_Ann.csv:8: Ann rated "
-                        f"{rows[0]['item_key']} / {rows[0]['dimension']} twice"]
+    assert problems == [f"sheet_Ann.csv:5: the key has no item 'kforged' / {rows[3]['dimension']!r} for rater 'Ann'",
+                        f"sheet_Ann.csv:8: Ann rated {rows[0]['item_key']} / {rows[0]['dimension']} twice"]
     (tmp_path / "bad.csv").write_text("who,what\nx,y\n", encoding="utf-8")
     with pytest.raises(ValueError, match="needs columns"):
         read_ratings([tmp_path / "bad.csv"], tmp_path / "key.csv")
@@ -97,7 +112,7 @@ def test_rating_pack(tmp_path):
     paths = write_rating_pack(tmp_path, ITEMS, ["Ann", "Bo"], dimensions=["safety"], seed=3, language="zh")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["form.html", "key.csv", "sheet_Ann.csv", "sheet_Bo.csv"]
     assert paths["form"].read_text(encoding="utf-8").count('class="item"') == 2 * 6
-    assert len(read_csv(paths["sheets"][1])) == 6 and len(read_csv(paths["key"])) == 6
+    assert len(read_csv(paths["sheets"][1])) == 6 and len(read_csv(paths["key"])) == 2 * 6  # per rater
 
 
 def test_form_is_self_contained_and_escaped(tmp_path):
@@ -147,8 +162,8 @@ def test_form_in_a_headless_browser(tmp_path, browser):
     assert len(rows) == 12 and {r["rater"] for r in rows} == {"Bo Li"}
     assert {(r["item_key"], r["dimension"]): r["choice"] for r in rows if r["choice"]} == expected
     assert rows[1]["comment"] == 'too "formal", a bit long'
-    judgments, problems = read_ratings([saved], tmp_path / "key.csv")
-    assert problems == [] and len(judgments) == 12
+    judged, problems = read_ratings([saved], tmp_path / "key.csv")
+    assert problems == [] and len(judgments := judged[""]) == 12
     assert sum(j.outcome is None for j in judgments) == 1
     scored = [j for j in judgments if j.outcome]
     assert {j.outcome for j in scored} == {"better", "equal"}

@@ -14,58 +14,69 @@ from pipelines.evaluation.hts.agents.pairwise_judge import (
     parse_pairwise,
 )
 
+STUDENT = {"grade": "grade 6", "traits": ["shy", "curious"], "interest": "football",
+           "reading_level": "reads at grade level"}  # fmt: skip
 ITEM = {
     "criteria": load_criteria("en"),
     "topic": "Why does Robinson keep a diary?",
+    "student": STUDENT,
     "student_answer": "To not feel alone.",
     "reply_a": "RA",
     "reply_b": "RB",
 }
 
 
-def test_english_prompt_is_exact_and_system_text_is_shared():
+def test_english_prompt_is_exact_with_the_persona_and_one_dimensions_criteria():
     judge = make_pairwise_judge()
-    messages = judge.render("en", dimension="teaching", **ITEM)
+    messages = judge.render("en", dimension="humanized", **ITEM)
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[1]["content"] == (
-        "Dimension to judge: teaching expertise\n\n"
+        "Dimension to judge: humanized communication\n\n"
         "Discussion topic: Why does Robinson keep a diary?\n"
+        "Student: grade 6, shy and curious, likes football, reads at grade level\n"
         "Student's answer: To not feel alone.\n\n"
         "Reply A:\nRA\n\n"
         "Reply B:\nRB"
     )
     system = messages[0]["content"]
-    assert system.startswith("You are an experienced teacher judging two replies")
+    assert system.startswith(
+        "You are an experienced teacher judging two replies that an AI teacher could give to a primary or "
+        "secondary school student in a literature discussion, on humanized communication."
+    )
     assert "Humanized communication:\n1.1 The reply is written in a student's voice" in system
-    assert "2.11 Interaction and discussion among students are not encouraged." in system
-    assert "3.5 Sensitive storylines of a novel" in system
+    assert "1.7 The student's background, hobbies and experience are not used to personalise the reply." in system
+    assert "2.1" not in system and "3.1" not in system  # only the judged dimension's criteria
     assert system.endswith(
         'Then end with one line: "Verdict: A" if reply A is better, "Verdict: B" if reply B is better, '
         'or "Verdict: equal" if neither is better.'
     )
-    other = judge.render(
-        "en", criteria=load_criteria("en"), dimension="safety", topic="x", student_answer="y", reply_a="1", reply_b="2"
-    )
-    assert other[0] == messages[0]  # byte-identical across items and dimensions
-    assert other[1]["content"].startswith("Dimension to judge: safety and ethics\n")
+    other = judge.render("en", **{**ITEM, "topic": "x", "student": None, "reply_a": "1"}, dimension="humanized")
+    assert other[0] == messages[0]  # byte-identical across the items of a dimension
+    assert "Student: profile not recorded\n" in other[1]["content"]
+    teaching = judge.render("en", **ITEM, dimension="teaching")[0]["content"]
+    assert "2.11 Interaction and discussion among students are not encouraged." in teaching and "1.1" not in teaching
 
 
 def test_chinese_prompt_and_json_mode():
     judge = make_pairwise_judge()
-    messages = judge.render("zh", dimension="humanized", **{**ITEM, "criteria": load_criteria("zh")})
+    messages = judge.render("zh", dimension="humanized", **{**ITEM, "criteria": load_criteria("zh"),
+                            "student": {**STUDENT, "grade": "六年级", "traits": ["害羞", "好奇"], "interest": "足球",
+                                        "reading_level": "阅读水平与年级相当"}})  # fmt: skip
     assert messages[1]["content"] == (
-        "评判维度：人性化沟通\n\n讨论话题：Why does Robinson keep a diary?\n学生的回答：To not feel alone.\n\n"
+        "评判维度：人性化沟通\n\n讨论话题：Why does Robinson keep a diary?\n"
+        "学生：六年级学生，害羞、好奇，喜欢足球，阅读水平与年级相当\n学生的回答：To not feel alone.\n\n"
         "回复 A：\nRA\n\n回复 B：\nRB"
     )
     assert "1.5 出现非对话语言的语句。" in messages[0]["content"]
     assert messages[0]["content"].endswith("或 \"结论：相同\"（两者相当）。")
     json_messages = judge.render("en", dimension="humanized", output_mode="json", **ITEM)
     assert json_messages[0]["content"].endswith(
-        "Reply with JSON matching this schema, and nothing else:\n"
-        + judge.output_schema_text()
-        + '\n"verdict" is "A" if reply A is better, "B" if reply B is better, "equal" if neither is better.'
+        'Reply with one JSON object and nothing else: {"reasoning": "<one to three sentences citing the criteria '
+        'by number>", "verdict": "A" or "B" or "equal"}, where "verdict" is "A" if reply A is better, "B" if reply '
+        'B is better, "equal" if neither is better.'
     )
-    assert '"enum": [\n        "A",\n        "B",\n        "equal"\n      ]' in judge.output_schema_text()
+    assert judge.json_schema["properties"]["verdict"]["enum"] == ["A", "B", "equal"]
+    assert judge.json_schema["properties"]["reasoning"]["maxLength"] == 240
     assert json_messages[1] == judge.render("en", dimension="humanized", **ITEM)[1]
 
 

@@ -68,7 +68,7 @@ def test_sections_cover_every_metrics_section():
         "Table 1 layout: fine-tuned models vs their raw models (HTS)",
         "Table 3 layout: ablations of the RAM2C team vs the full team (HTS)",
     ]
-    assert hts[0].columns == ["Comparison", "H", "T", "S"]
+    assert hts[0].columns == ["Criteria", "H", "T", "S"]  # the paper's header cell
     assert hts[0].rows == [["SmolLM2 DPO vs base", "74.8 (0.42) [66.0, 82.5]", "65.2 (0.45) [57.1, 73.0]",
                             "73.3 (-) [65.0, 80.8]"]]
     assert hts[1].rows[0][3] == "-"

@@ -1,7 +1,8 @@
-"""Stage ``evaluate`` (tutoring only) with a ``reference_team`` baseline on a real knowledge base
-(``data/kb_sources`` embedded with the offline MiniLM) and scripted models: the stage loads the
-``build_kb`` / ``retrieval`` sections, the team retrieves real documents, rewrites the query on the
-reference backend, votes, and the E group's synthesis is the baseline's reply."""
+"""Stage ``evaluate`` (tutoring only) with a team system (GLM-R: the reference model's drafts
+rewritten by the RAM2C team on the reference backend) on a real knowledge base (``data/kb_sources``
+embedded with the offline MiniLM) and scripted models: the stage loads the ``build_kb`` /
+``retrieval`` sections, the team retrieves real documents, rewrites the query on the reference
+backend, votes, and the E group's synthesis is the system's reply."""
 
 from __future__ import annotations
 
@@ -64,10 +65,14 @@ def test_reference_team_baseline_through_the_stage(tmp_path, monkeypatch):
             "bootstrap": {"resamples": 50},
             "tutoring": {
                 "tuned_backend": {"kind": "scripted", "model": "scripted-tuned", "replies": str(scripted["tuned"])},
-                "baselines": [
+                "items": 3,
+                "new_prompts": False,
+                "systems": [
                     {"name": "base", "kind": "base"},
-                    {"name": "glm_r", "kind": "reference_team", "backend": glm},
+                    {"name": "glm", "kind": "reference", "backend": glm},
+                    {"name": "glm_r", "kind": "team", "draft": "glm", "backend": glm},
                 ],
+                "comparisons": {"table_1": [["tuned", "base"]], "table_2": [["tuned", "glm_r"]]},
                 "hts": {"mode": "text", "resamples": 50, "judges": [{"name": f"j{k}", "seed": k} for k in (1, 2)]},
             },
         },
@@ -76,14 +81,16 @@ def test_reference_team_baseline_through_the_stage(tmp_path, monkeypatch):
     assert main(["--params", str(tmp_path / "params.yaml")]) == 0
 
     metrics = json.loads((tmp_path / "reports/evaluate/metrics.json").read_text())
-    rows = metrics["tutoring"]["hts"]["tables"]["1"]["rows"]
-    assert list(rows) == ["scripted-tuned vs scripted", "scripted-tuned vs glm_r"]
-    assert metrics["tutoring"]["baselines"]["glm_r"]["n"] == 3 and metrics["tutoring"]["failed_replies"]["glm_r"] == 0
+    tables = metrics["tutoring"]["hts"]["tables"]
+    assert list(tables["1"]["rows"]) == ["scripted-tuned vs scripted"]
+    assert list(tables["2"]["rows"]) == ["scripted-tuned vs glm-R"]
+    assert metrics["tutoring"]["comparisons"]["tuned_vs_glm_r"]["n"] == 3
+    assert metrics["tutoring"]["failed_replies"]["glm_r"] == 0
     assert [r["metric"] for r in metrics["deltas"]] == [
         *(f"hts_{d}" for d in ("humanized", "teaching", "safety")),
         *(f"hts_{d}_vs_glm_r" for d in ("humanized", "teaching", "safety")),
     ]
-    traces = read_jsonl(tmp_path / "data/evaluate/tutoring/glm_r/traces.jsonl")
+    traces = read_jsonl(tmp_path / "data/evaluate/tutoring/replies/glm_r/traces.jsonl")
     for item in ("ram2c-d4-t1", "ram2c-d5-t1", "ram2c-d6-t1"):
         mine = [t for t in traces if t["sample_id"] == item]
         hits = {t["group"]: t["parsed"]["hits"] for t in mine if t.get("step") == "retrieval"}
@@ -99,6 +106,7 @@ def test_reference_team_baseline_through_the_stage(tmp_path, monkeypatch):
         experts = [t for t in mine if t.get("step") == "analyst_reviser"]
         assert len(experts) == 3 * 2 and all(t["parsed"]["reply"] == REVISED for t in experts)
         assert f"Version 2: {REVISED}" in synthesis["prompt"][-1]["content"]
-    judged = [r for r in read_jsonl(tmp_path / "data/evaluate/tutoring/glm_r/judge_traces.jsonl") if r["prompt"]]
+    judged = [r for r in read_jsonl(tmp_path / "data/evaluate/tutoring/comparisons/tuned_vs_glm_r/traces.jsonl")
+              if r.get("prompt")]  # fmt: skip
     assert len(judged) == 3 * 3 * 2 and all(GLM_R in r["prompt"][-1]["content"] for r in judged)
-    assert "scripted-tuned vs glm_r" in (tmp_path / "reports/evaluate/tables.md").read_text()
+    assert "| scripted-tuned vs glm-R |" in (tmp_path / "reports/evaluate/tables.md").read_text()

@@ -8,8 +8,10 @@
 
 Every experiment is ``dvc exp run --queue -n <name> -S <override> ...`` on the whole pipeline, so
 a variant's data also trains and is measured downstream (stages whose inputs did not change are
-restored, not rerun). The set (:data:`ABLATIONS`): RAM2C without P, without E, without P and E,
-one expert per group (its Table 3); CooperKGC after 0-4 rounds, without simplification, without
+restored, not rerun). The set (:data:`ABLATIONS`): RAM2C's Table 3, one row each (the base model's
+replies rewritten by the full team, by the team without P, without E, without P and E, with one
+expert per group, judged against the full team's on the same held-out prompts: only the evaluate
+stage reruns, nothing is retrained); CooperKGC after 0-4 rounds, without simplification, without
 background (its ablations), and the runs behind its Table 2, Table 3 and Fig. 3
 (:mod:`pipelines.evaluation.ablation.kgc`); the tagging team vs the single LLM as the only system. The tables
 read ``dvc exp show --json`` (:mod:`pipelines.evaluation.ablation.tables`): one per paper, the baseline
@@ -48,16 +50,33 @@ from pipelines.io import atomic_open, write_json_atomic
 @dataclass(frozen=True)
 class Ablation:
     name: str  # the experiment's name (dvc exp run -n); starts with its team
-    team: str  # tagging | kgc | ram2c: the params section the overrides change
+    team: str  # tagging | kgc | ram2c: the table it belongs to
     overrides: tuple[str, ...]  # dvc exp run -S values (Hydra override syntax)
     what: str
+    section: str = ""  # the params section the overrides change (default: the team's)
+
+    @property
+    def params_section(self) -> str:
+        return self.section or self.team
+
+
+def ram2c_row(name: str, system: str, what: str) -> Ablation:
+    """One row of RAM2C's Table 3: ``system`` (a team variant in ``evaluate.tutoring.systems``, or
+    ``base`` for GLM vs GLM-R) against the full team ``base_r``, tutoring only, no Table 1."""
+    overrides = (
+        "evaluate.systems=[tutoring]",
+        "evaluate.tutoring.comparisons.table_1=[]",
+        f"evaluate.tutoring.comparisons.table_3=[[{system},base_r]]",
+    )
+    return Ablation(name, "ram2c", overrides, what, section="evaluate")
 
 
 ABLATIONS: tuple[Ablation, ...] = (
-    Ablation("ram2c-no-p", "ram2c", ("ram2c.ablation.skip_groups=[P]",), "RAM2C without the psychologist group"),
-    Ablation("ram2c-no-e", "ram2c", ("ram2c.ablation.skip_groups=[E]",), "RAM2C without the ethics group"),
-    Ablation("ram2c-no-p-e", "ram2c", ("ram2c.ablation.skip_groups=[P,E]",), "RAM2C with the teacher group only"),
-    Ablation("ram2c-one-expert", "ram2c", ("ram2c.ablation.one_expert=true",), "one expert per group"),
+    ram2c_row("ram2c-no-team", "base", "the base model's replies vs the full RAM2C team's (GLM vs GLM-R)"),
+    ram2c_row("ram2c-no-p", "base_p_r", "the team without the psychologist group vs the full team"),
+    ram2c_row("ram2c-no-e", "base_e_r", "the team without the ethics group vs the full team"),
+    ram2c_row("ram2c-no-p-e", "base_pe_r", "the teacher group only vs the full team"),
+    ram2c_row("ram2c-one-expert", "base_r1", "one expert per group vs the full team"),
     *(
         Ablation(f"kgc-rounds-{n}", "kgc", (f"kgc.team.rounds={n}",), f"CooperKGC with {n} rounds after round 0")
         for n in range(5)
@@ -72,7 +91,7 @@ ABLATIONS: tuple[Ablation, ...] = (
 KGC_PAPER_NAMES = {name for name, _, _ in KGC_PAPER_EXPERIMENTS}
 ABLATIONS_JSON = "reports/ablations.json"  # the set's tables, read by the report stage
 EVALUATE = "reports/evaluate/metrics.json"
-HTS = EVALUATE + ":tutoring.hts.tables.1.rows.*.{}.score"  # Table 1 row (tuned vs base) of the experiment
+HTS = EVALUATE + ":tutoring.hts.tables.3.rows.*.{}.score"  # the experiment's Table 3 row (variant vs full team)
 
 
 def queue_commands(ablations: Sequence[Ablation] = ABLATIONS, *, copy: Sequence[str] = ()) -> list[list[str]]:
@@ -104,13 +123,12 @@ def table_specs(params: Mapping[str, Any]) -> list[dict[str, Any]]:
     datasets = [d["name"] for d in kgc.get("datasets", []) if d.get("evaluate", True)]
     kgc_file = "reports/generate_kgc/metrics.json:"
     kgc_metrics = [(f"F1 {d}", f"{kgc_file}systems.cooperkgc@{shots}shot.datasets.{d}.overall.f1") for d in datasets]
-    ram2c = "reports/generate_ram2c/metrics.json:"
     tagging = "reports/generate_tagging/metrics.json:"
     return [
-        {"team": "ram2c", "title": "RAM2C ablations (Table 3 layout)",
-         "params": ["ram2c.ablation.skip_groups", "ram2c.ablation.one_expert"],
-         "metrics": [("Pairs kept", ram2c + "pairs_kept"), ("Chosen chars", ram2c + "mean_chars_chosen"),
-                     ("H", HTS.format("humanized")), ("T", HTS.format("teaching")), ("S", HTS.format("safety"))]},
+        {"team": "ram2c", "title": "RAM2C ablations (Table 3 layout: each team variant vs the full team, same prompts)",
+         "params": ["evaluate.tutoring.comparisons.table_3"],
+         "metrics": [("H", HTS.format("humanized")), ("T", HTS.format("teaching")), ("S", HTS.format("safety")),
+                     ("Items", EVALUATE + ":tutoring.n")]},
         {"team": "kgc", "title": "CooperKGC ablations (rounds, simplification, background)",
          "only": [a.name for a in ABLATIONS if a.team == "kgc" and a.name not in KGC_PAPER_NAMES],
          "params": ["kgc.team.rounds", "kgc.team.simplification", "kgc.team.background"],

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from pipelines.config import StrictModel, distinct
-from pipelines.evaluation.hts.config import HTSConfig, JudgeConfig
-from pipelines.llm.config import BackendConfig, LLMConfig
+from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
+from pipelines.llm.config import BackendConfig
 
 SystemName = Literal["tagging", "kgc", "tutoring"]
 SYSTEMS: tuple[str, ...] = ("tagging", "kgc", "tutoring")
@@ -30,11 +30,13 @@ def known_roles(roles: list[str], valid: tuple[str, ...]) -> list[str]:
 
 
 class BootstrapConfig(StrictModel):
-    """Seeded paired percentile bootstrap of every tuned-vs-base delta."""
+    """Seeded paired percentile bootstrap of every tuned-vs-base delta; below ``min_items`` items
+    (also each HTS cell's scored items) no interval is computed: the tables print "n too small"."""
 
     resamples: int = Field(1000, ge=1)
     seed: int = 0
     confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    min_items: int = Field(8, ge=1)
 
 
 class TunedRoles(StrictModel):
@@ -81,96 +83,6 @@ class KGCEvalConfig(TunedRoles):
         from pipelines.kgc.config import ROLES
 
         return known_roles(roles, ROLES)
-
-
-def _default_judges() -> list[JudgeConfig]:
-    return [
-        JudgeConfig(name="base-seed1", seed=1, temperature=0.7, max_tokens=128),
-        JudgeConfig(name="base-seed2", seed=2, temperature=0.7, max_tokens=128),
-    ]
-
-
-BaselineKind = Literal["base", "reference", "reference_team"]
-REFERENCE_EXAMPLE = (
-    "backend: {kind: openai, model: glm-4, base_urls: [https://open.bigmodel.cn/api/paas/v4], "
-    "api_key_env: ZHIPUAI_API_KEY}"
-)
-
-
-class TutoringBaseline(StrictModel):
-    """One baseline of the tutoring comparison, one row ``<tuned> vs <name>`` of HTS Table 1:
-
-    - ``base``: the ram2c section's drafter backend (the base model, as generation asks it);
-    - ``reference``: ``backend`` (another model, e.g. GLM-4 on an OpenAI-compatible endpoint, its key
-      from the env variable ``api_key_env``) as the drafter: the paper's GLM;
-    - ``reference_team``: ``backend`` drafts and the full RAM2C team (the ram2c section's T / P / E
-      groups, retrieval and votes, every team role on ``backend``) rewrites the draft: the paper's GLM-R.
-
-    The name ``base`` belongs to kind ``base`` (its files and metric names are those of a run without
-    baselines); ``tuned`` is the model under test.
-    """
-
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
-    kind: BaselineKind
-    backend: BackendConfig | None = None
-
-    @model_validator(mode="after")
-    def _backend_fits_the_kind(self) -> TutoringBaseline:
-        if self.name == "tuned":
-            raise ValueError("baseline name 'tuned' is the model under test; choose another name")
-        if self.kind == "base" and self.backend is not None:
-            raise ValueError(
-                f"baseline {self.name!r} of kind base runs on the ram2c drafter's backend; remove its backend, "
-                "or use kind reference for another model"
-            )
-        if self.kind != "base" and self.backend is None:
-            raise ValueError(f"baseline {self.name!r} of kind {self.kind} needs a backend, e.g. {REFERENCE_EXAMPLE}")
-        if self.name == "base" and self.kind != "base":
-            raise ValueError(f"the name 'base' is kept for kind base; rename the {self.kind} baseline (e.g. glm)")
-        return self
-
-
-class TutoringEvalConfig(TunedRoles):
-    """The DPO adapter as the responder (``roles``: ``[drafter]``) on held-out (topic, student
-    answer) prompts: the DPO eval split plus ``extra_rows`` rows whose prompt is not in the train
-    split; ``items`` of them (seeded by ``hts.seed``; null: all). ``judge_llm`` (null: the ram2c
-    section's drafter backend, i.e. the base model) runs the judges of ``hts``. ``baselines``: what
-    the responder is compared against, one HTS row each (:class:`TutoringBaseline`; default: the
-    base model only)."""
-
-    roles: list[str] = Field(default_factory=lambda: ["drafter"], min_length=1, max_length=1)
-    baselines: list[TutoringBaseline] = Field(
-        default_factory=lambda: [TutoringBaseline(name="base", kind="base")], min_length=1
-    )
-    items: int | None = Field(8, ge=1)
-    dataset: str = "data/train/dpo"
-    extra_rows: str | None = "data/generated/ram2c/dpo.jsonl"
-    judge_llm: LLMConfig | None = None
-    hts: HTSConfig = Field(default_factory=lambda: HTSConfig(mode="json", judges=_default_judges()))
-
-    @field_validator("roles")
-    @classmethod
-    def _ram2c_roles(cls, roles: list[str]) -> list[str]:
-        from pipelines.ram2c.config import ROLES
-
-        return known_roles(roles, ROLES)
-
-    @field_validator("baselines")
-    @classmethod
-    def _distinct_baselines(cls, baselines: list[TutoringBaseline]) -> list[TutoringBaseline]:
-        distinct("baseline names", [b.name for b in baselines], why="each names an HTS row and a folder")
-        return baselines
-
-    @model_validator(mode="after")
-    def _baselines_apart_from_judges(self) -> TutoringEvalConfig:
-        clash = sorted({b.name for b in self.baselines} & set(self.hts.roles()))
-        if clash:
-            raise ValueError(f"baseline name(s) {clash} are also judge roles (hts.judges[].role); rename the baseline")
-        return self
-
-    def needs_team(self) -> bool:
-        """Whether a baseline runs the RAM2C team (its retrieval reads ``build_kb`` and ``retrieval``)."""
-        return any(b.kind == "reference_team" for b in self.baselines)
 
 
 class EvaluateOutputs(StrictModel):

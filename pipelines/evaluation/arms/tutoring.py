@@ -1,166 +1,66 @@
-"""The DPO adapter as the tutoring responder, against each baseline, judged pairwise (HTS).
+"""The tutoring systems on held-out prompts, judged pairwise (HTS): the RAM2C paper's Tables 1-3.
 
-Held-out items are (topic, student answer) prompts exactly as the RAM2C drafter saw them: the DPO
-rows of ``data/train/dpo``'s eval split, plus rows of ``extra_rows`` (the generated pairs) whose
-prompt is not in the train split (make_datasets splits by prompt, so these were never trained on).
-Each arm answers every prompt as the drafter does (its template's parser, sampling and tag, so the
-base arm's requests are those of generation). The baselines (``evaluate.tutoring.baselines``,
-:mod:`pipelines.evaluation.arms.tutoring_baselines`) are the base model, a reference model, or a
-reference model whose draft the RAM2C team rewrites. Per baseline, the items it and the tuned arm
-both answered are judged per dimension by the HTS judges
-(:func:`pipelines.evaluation.hts.config.run_judging`: positions randomised, 4/2/0 scoring, Fleiss'
-kappa): one row of HTS Table 1 and one bootstrap delta per dimension each.
+    prompts (recorded + new, :mod:`tutoring_prompts`)
+      -> every system that runs answers each prompt once (:mod:`tutoring_systems`: tuned, base,
+         reference models, RAM2C team variants rewriting a system's drafts)
+      -> every (system, baseline) pair of ``comparisons`` judged per dimension (:mod:`tutoring_judging`:
+         balanced positions, each judge its own order, 4/2/0, Fleiss' kappa)
+      -> ``tables`` 1-3, bootstrap deltas of the tuned model's rows, the human rating pack.
+
+It fails loudly: every backend it uses is checked before the first call (an unreachable server or
+a missing key stops the stage), and more failed replies of a system or unscored judgments of a
+comparison than ``max_failed_share`` stop it with an error naming the ``failures.json`` to read.
 """
 
 from __future__ import annotations
 
-import json
-import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.agents import Runner, SampleTrace
-from pipelines.evaluation.arms.config import EvaluateConfig, TutoringEvalConfig
-from pipelines.evaluation.arms.tuned import adapter_under_test, check_held_out, tuned_llm_config, tuned_model_name
-from pipelines.evaluation.arms.tutoring_baselines import (
-    baseline_items,
-    baseline_model,
-    baseline_roles,
-    judgment_files,
-    open_team,
-    provenance_line,
-    row_label,
-    team_refiner,
+from pipelines.evaluation.arms.config import EvaluateConfig
+from pipelines.evaluation.arms.tuned import adapter_under_test, tuned_llm_config, tuned_model_name
+from pipelines.evaluation.arms.tutoring_config import TUNED, TutoringEvalConfig
+from pipelines.evaluation.arms.tutoring_judging import (
+    comparison_items,
+    comparison_key,
+    hts_tables,
+    judge_comparison,
+    raters_line,
 )
-from pipelines.evaluation.hts.config import run_judging
-from pipelines.evaluation.hts.scoring import hts_score, position_preference
+from pipelines.evaluation.arms.tutoring_prompts import evaluation_prompts
+from pipelines.evaluation.arms.tutoring_systems import (
+    answer_systems,
+    open_teams,
+    role_of,
+    role_spec,
+    system_label,
+    system_models,
+    system_roles,
+)
+from pipelines.evaluation.hts.scoring import hts_score
 from pipelines.evaluation.stats.bootstrap import delta_row
-from pipelines.io import read_jsonl, write_jsonl_atomic
+from pipelines.io import write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
-from pipelines.ram2c.agents import FOLDER, ConversationAgent
-from pipelines.ram2c.agents.replies import ReplyOut, parse_reply
 from pipelines.ram2c.config import Ram2cConfig
-from pipelines.stage import StageError
-from pipelines.training.rows import RowError, normalise_row, prompt_key
 
-
-class RecordedPromptAgent(ConversationAgent):
-    """The drafter answering a recorded prompt: ``vars["prompt"]`` are its messages, unchanged."""
-
-    def render(self, language: str | None = None, *, output_mode: str = "text", **vars: Any) -> list[dict]:
-        self._check_mode(output_mode)
-        return [{"role": m["role"], "content": m["content"]} for m in vars["prompt"]]
-
-
-@dataclass(frozen=True)
-class HeldOutPrompt:
-    id: str
-    prompt: list[dict[str, str]]
-    topic: str
-    answer: str
-    language: str
-    turn: int
-    student: str | None = None  # the persona id the pair's dialogue had (meta.student)
-    book: str = ""  # meta.book when recorded (the expert groups do not read it)
-
-
-def _meta(row: dict[str, Any]) -> dict[str, Any]:
-    meta = row.get("meta") or {}
-    return json.loads(meta) if isinstance(meta, str) else meta
-
-
-def held_out_prompts(cfg: TutoringEvalConfig, *, root: Path, seed: int, data_card: Path) -> list[HeldOutPrompt]:
-    """The held-out prompts (see the module docstring), ``cfg.items`` of them (seeded; sorted by id)."""
-    from datasets import load_from_disk
-
-    splits = load_from_disk(str(root / cfg.dataset))
-    train = list(splits["train"]) if "train" in splits else []
-    evaluation = list(splits["eval"]) if "eval" in splits else []
-    card = json.loads((root / data_card).read_text(encoding="utf-8"))
-    recorded = card.get("counts", {}).get("dpo", {}).get("eval")
-    if recorded is not None and recorded != len(evaluation):
-        raise StageError(
-            f"{data_card} records {recorded} DPO eval rows, {cfg.dataset} has {len(evaluation)}; rerun make_datasets"
-        )
-    candidates = evaluation
-    if cfg.extra_rows and (root / cfg.extra_rows).exists():
-        for row in read_jsonl(root / cfg.extra_rows):
-            try:
-                candidates.append(normalise_row(row, "dpo", "ram2c"))
-            except RowError:
-                continue
-    trained_prompts = {prompt_key(r) for r in train}
-    chosen: dict[str, dict[str, Any]] = {}
-    for row in candidates:
-        if prompt_key(row) not in trained_prompts and row["id"] not in chosen:
-            chosen[row["id"]] = row
-    ids = sorted(chosen)
-    if cfg.items is not None and cfg.items < len(ids):
-        ids = sorted(random.Random(seed).sample(ids, cfg.items))
-    check_held_out(ids, {r["id"] for r in train}, system="tutoring", where=f"DPO eval split of {cfg.dataset}")
-    prompts = []
-    for row_id in ids:
-        row, meta = chosen[row_id], _meta(chosen[row_id])
-        answer = next(m["content"] for m in reversed(row["prompt"]) if m["role"] == "user")
-        # a row without a recorded topic (e.g. a hand-written pair): the judges see its system prompt,
-        # the context the responder answered in
-        system = next((m["content"] for m in row["prompt"] if m["role"] == "system"), "")
-        topic = str(meta.get("topic") or system)
-        language, turn = meta.get("language", "en"), int(meta.get("turn", 1))
-        prompts.append(
-            HeldOutPrompt(
-                row_id, row["prompt"], topic, answer, language, turn, meta.get("student"), str(meta.get("book", ""))
-            )
-        )
-    return prompts
-
-
-def responder(ram2c: Ram2cConfig) -> RecordedPromptAgent:
-    """The drafter agent as the generation stage builds it (parser, schema, attempts, max tokens)."""
-    return RecordedPromptAgent(
-        "drafter",
-        FOLDER,
-        parse_reply,
-        output=ReplyOut,
-        max_tokens=ram2c.max_tokens.get("drafter"),
-        max_attempts=ram2c.max_attempts,
-        retry_temperature=ram2c.retry_temperature,
-    )
-
-
-async def replies(
-    prompts, llm, agent, ram2c: Ram2cConfig, *, arm: str, folder: Path, progress: bool, refine=None
-) -> dict[str, str]:
-    """``{prompt id: reply}`` of one arm (failed ones left out); its traces go to ``folder/<arm>/traces.jsonl``.
-    ``refine(prompt, draft, trace)`` (a reference_team baseline) turns each draft into the reply."""
-
-    async def worker(p: HeldOutPrompt, trace: SampleTrace) -> str | None:
-        record = await agent.run(
-            llm, {"prompt": p.prompt, "language": p.language}, tag=f"drafter/{p.turn}", mode=ram2c.output_mode
-        )
-        trace.add(record, arm=arm)
-        if not record.ok:
-            return None
-        return record.parsed if refine is None else await refine(p, record.parsed, trace)
-
-    report = await Runner(ram2c.concurrency, desc=f"tutoring {arm}", progress=progress).run(
-        prompts, worker, sample_id=lambda p: p.id
-    )
-    report.write_traces(folder / arm / "traces.jsonl")
-    return {p.id: r for p, r in zip(prompts, report.results, strict=True) if r}
+PROMPT_ROLES = ("topic_writer", "student")  # the roles that write new held-out prompts
 
 
 def tutoring_llm(ram2c: Ram2cConfig, cfg: TutoringEvalConfig, adapter: str | None) -> LLMConfig:
-    """One config for the run: roles ``base`` and ``tuned`` (the drafter's backend, its sampling;
-    tuned with the adapter), the baselines' roles (:func:`baseline_roles`) and the judges' roles on
-    the base backend unless ``judge_llm`` is set."""
+    """One config for the run: ``system:tuned`` (the drafter's backend and sampling with the adapter,
+    or ``tuned_backend``), the roles of the other systems (:func:`system_roles`), the topic writer
+    and student for new prompts, and the judges' roles on the base backend unless ``judge_llm`` is set."""
     role = cfg.roles[0]
     entry = ram2c.llm.roles.get(role)
     base_spec = ram2c.llm.spec_for(role).model_copy(update={"sampling": entry.sampling if entry else None})
-    tuned = tuned_llm_config(ram2c.llm, [role], adapter=adapter, backend=cfg.tuned_backend).roles[role]
-    roles = {"base": base_spec, "tuned": tuned, **baseline_roles(ram2c, cfg.baselines, drafter=role)}
+    roles = system_roles(ram2c, cfg, drafter=role, base_spec=base_spec)
+    if TUNED in cfg.compared():
+        roles[role_of(TUNED)] = tuned_llm_config(ram2c.llm, [role], adapter=adapter, backend=cfg.tuned_backend).roles[
+            role
+        ]
+    if cfg.new_prompts:
+        roles.update({r: role_spec(None, ram2c, r) for r in PROMPT_ROLES})
     if cfg.judge_llm is None:
         roles.update({r: base_spec.model_copy(update={"sampling": None}) for r in cfg.hts.roles()})
     return LLMConfig(
@@ -171,9 +71,13 @@ def tutoring_llm(ram2c: Ram2cConfig, cfg: TutoringEvalConfig, adapter: str | Non
     )
 
 
-def dimension_deltas(judgments, ev: EvaluateConfig, *, suffix: str = "") -> list[dict[str, Any]]:
-    """Per dimension: the per-item HTS score of the tuned replies (its judges pooled) against parity
-    (50), as metric ``hts_<dimension><suffix>``."""
+def metric_name(pair: tuple[str, str], dimension: str) -> str:
+    """``hts_<dimension>`` for tuned vs base, ``hts_<dimension>_vs_<baseline>`` for tuned vs another."""
+    return f"hts_{dimension}" if pair[1] == "base" else f"hts_{dimension}_vs_{pair[1]}"
+
+
+def dimension_deltas(judgments, ev: EvaluateConfig, pair: tuple[str, str]) -> list[dict[str, Any]]:
+    """Per dimension: the per-item HTS score of the tuned replies (its judges pooled) against parity (50)."""
     rows = []
     for dimension in ev.tutoring.hts.dimensions:
         by_item: dict[str, list[str]] = {}
@@ -183,37 +87,44 @@ def dimension_deltas(judgments, ev: EvaluateConfig, *, suffix: str = "") -> list
         if not by_item:
             continue
         tuned = {item: hts_score(outcomes) for item, outcomes in by_item.items()}
-        parity = dict.fromkeys(by_item, 50.0)
+        options = {**ev.bootstrap.model_dump()}
         rows.append(
             delta_row(
                 tuned,
-                parity,
+                dict.fromkeys(by_item, 50.0),
                 team="tutoring",
                 system="responder",
-                metric=f"hts_{dimension}{suffix}",
+                metric=metric_name(pair, dimension),
                 scale=1.0,
-                **ev.bootstrap.model_dump(),
+                **options,
             )
         )
     return rows
 
 
-async def answer_all(prompts, runtime, ram2c: Ram2cConfig, ev: EvaluateConfig, *, root: Path, out: Path, kb, retriever):
-    """``{arm: {prompt id: reply}}`` for ``tuned`` and every baseline (``base`` or its name)."""
-    agent = responder(ram2c)
-    baselines = {b.name: b for b in ev.tutoring.baselines}
-    arms = {"base": baselines.pop("base")} if "base" in baselines else {}
-    arms.update({"tuned": None, **baselines})  # base first, as without baselines
-    answered = {}
-    for arm, baseline in arms.items():
-        refine = None
-        if baseline is not None and baseline.kind == "reference_team":
-            team = open_team(ram2c, baseline, runtime, root=root, kb=kb, retriever=retriever)
-            refine = team_refiner(team, ram2c)
-        answered[arm] = await replies(
-            prompts, runtime.for_role(arm), agent, ram2c, arm=arm, folder=out, progress=ev.progress, refine=refine
-        )
-    return answered
+def judge_models(cfg: TutoringEvalConfig, llm_cfg: LLMConfig) -> dict[str, str]:
+    """``{judge: model}`` (``<model> (<kind>)``), from the config that runs the judges."""
+    source = cfg.judge_llm or llm_cfg
+    out = {}
+    for judge in cfg.hts.judges:
+        spec = source.spec_for(judge.role)
+        adapter = f" + {spec.adapter}" if getattr(spec, "adapter", None) else ""
+        out[judge.name] = f"{Path(spec.model).name}{adapter} ({spec.kind})"
+    return out
+
+
+def prompts_line(counts: dict[str, int]) -> str:
+    """The data part of the provenance line, with the shortfall when fewer were evaluated than asked."""
+    text = (
+        f"{counts['evaluated']} held-out (topic, student, answer) prompts: {counts['recorded']} recorded (DPO eval "
+        f"split and generated pairs not in the train split), {counts['new']} new (topics and student answers "
+        "written for the evaluation)"
+    )
+    if counts.get("without_profile"):
+        text += f"; {counts['without_profile']} recorded without a student profile left out (a team system runs)"
+    if counts["evaluated"] < counts["requested"]:
+        text += f"; shortfall: {counts['requested']} requested, {counts['evaluated']} evaluated"
+    return text
 
 
 async def evaluate_tutoring(
@@ -225,58 +136,101 @@ async def evaluate_tutoring(
     backends: dict | None = None,
     retriever=None,
 ) -> dict[str, Any]:
-    """Answer the held-out prompts with the tuned arm and every baseline and judge each baseline
-    against the tuned replies; returns ``{"section", "deltas", "specs"}``. ``kb``: the ``(build_kb,
-    retrieval)`` sections a reference_team baseline's retrieval reads; ``backends`` (built backends
-    by :func:`pipelines.llm.client.backend_key`) and ``retriever`` replace those the config names."""
+    """Run the tutoring evaluation (see the module docstring); returns ``{"section", "deltas", "specs"}``.
+    ``kb``: the ``(build_kb, retrieval)`` sections a team system's retrieval reads; ``backends``
+    (built backends by :func:`pipelines.llm.client.backend_key`) and ``retriever`` replace those the config names."""
     cfg = ev.tutoring
-    adapter = adapter_under_test(cfg.tuned_backend, root / ev.dpo_adapter, method="dpo")
-    prompts = held_out_prompts(cfg, root=root, seed=cfg.hts.seed, data_card=Path(ev.data_card))
+    adapter = (
+        adapter_under_test(cfg.tuned_backend, root / ev.dpo_adapter, method="dpo") if TUNED in cfg.compared() else None
+    )
     llm_cfg = tutoring_llm(ram2c, cfg, adapter)
     out = root / ev.outputs.traces_dir / "tutoring"
     runtime = LLMRuntime(llm_cfg, backends=backends)
     judges_runtime = LLMRuntime(cfg.judge_llm, backends=backends) if cfg.judge_llm is not None else runtime
-    judged = {}
+    pairs = cfg.comparisons.pairs()
+    judged: dict[tuple[str, str], dict] = {}
+    items: dict[tuple[str, str], list] = {}
     try:
-        answered = await answer_all(prompts, runtime, ram2c, ev, root=root, out=out, kb=kb, retriever=retriever)
-        items = {b.name: baseline_items(prompts, answered, b, out) for b in cfg.baselines}
-        for b in cfg.baselines:
-            judged[b.name] = await run_judging(items[b.name], judges_runtime, cfg.hts, progress=ev.progress)
+        await runtime.preflight()  # every backend of the run, before any call
+        if judges_runtime is not runtime:
+            await judges_runtime.preflight()
+        prompts, counts = await evaluation_prompts(
+            cfg, ram2c, runtime, root=root, data_card=Path(ev.data_card), folder=out, progress=ev.progress
+        )
+        write_jsonl_atomic(out / "prompts.jsonl", [p.to_row() for p in prompts])
+        teams = open_teams(ram2c, cfg, runtime, root=root, kb=kb, retriever=retriever)
+        answered = await answer_systems(prompts, runtime, ram2c, cfg, out=out, teams=teams, progress=ev.progress)
+        for pair in pairs:
+            items[pair] = comparison_items(prompts, answered, pair)
+            judged[pair] = await judge_comparison(
+                items[pair],
+                judges_runtime,
+                cfg,
+                key=comparison_key(*pair),
+                out=out,
+                min_items=ev.bootstrap.min_items,
+                progress=ev.progress,
+            )
     finally:
         await runtime.close()
         if judges_runtime is not runtime:
             await judges_runtime.close()
-    base_model = Path(llm_cfg.roles["base"].model).name
+    base_model = Path(llm_cfg.default.model).name
     tuned_name = tuned_model_name(cfg.tuned_backend, base_model, ev.dpo_adapter)
-    rows, described, deltas, baselines = {}, [], [], {}
-    for b in cfg.baselines:
-        judgments_file, traces_file = judgment_files(out, b)
-        judged[b.name]["report"].write_traces(traces_file)
-        write_jsonl_atomic(judgments_file, [j.to_row() for j in judged[b.name]["judgments"]])
-        label, models = row_label(b, tuned_name=tuned_name, base_model=base_model), baseline_model(b, base_model, ram2c)
-        label = f"{label} ({b.name})" if label in rows else label  # a baseline named like the base model
-        rows[label] = judged[b.name]["scores"]
-        described.append((label, models, len(items[b.name])))
-        suffix = "" if b.name == "base" else f"_vs_{b.name}"
-        deltas += dimension_deltas(judged[b.name]["judgments"], ev, suffix=suffix)
-        baselines[b.name] = {"kind": b.kind, "models": models, "row": label, "n": len(items[b.name])}
-    n = len({item.id for judged_items in items.values() for item in judged_items})
-    judges = ", ".join(j.name for j in cfg.hts.judges)
-    provenance = provenance_line(n, tuned_name, described, judges)
-    every_judgment = [j for b in cfg.baselines for j in judged[b.name]["judgments"]]
+    names = dict(tuned_name=tuned_name, base_model=base_model)
+    labels = {n: system_label(n, cfg, **names) for n in cfg.compared()}
+    models = {n: system_models(n, cfg, ram2c, **names) for n in cfg.compared()}
+    described = {pair: f"{models[pair[0]]} vs {models[pair[1]]}" for pair in pairs}
+    raters = raters_line(judge_models(cfg, llm_cfg))
+    head = prompts_line(counts) + "; replies as the RAM2C drafter, judged pairwise per dimension"
+    tables = hts_tables(cfg, judged, labels, described, raters=raters, head=head)
+    deltas = [
+        row for pair in pairs if pair[0] == TUNED for row in dimension_deltas(judged[pair]["judgments"], ev, pair)
+    ]
+    human = None
+    if cfg.human is not None:
+        from pipelines.evaluation.human.pack import write_human_pack
+
+        scoring = {
+            "resamples": cfg.hts.resamples,
+            "seed": cfg.hts.seed,
+            "confidence": cfg.hts.confidence,
+            "min_items": ev.bootstrap.min_items,
+        }
+        human = write_human_pack(
+            cfg.human,
+            items,
+            labels=labels,
+            tables=cfg.comparisons.by_table(),
+            root=root,
+            dimensions=cfg.hts.dimensions,
+            language=cfg.human.language or ram2c.language,
+            scoring=scoring,
+        )
     hts = {
-        "tables": {"1": {"rows": rows, "provenance": provenance}},
-        "position_preference": position_preference(every_judgment),
+        "tables": tables,
         "judges": [j.name for j in cfg.hts.judges],
-        "provenance": provenance,
+        "raters": raters,
+        "provenance": head,
     }
     section = {
         "hts": hts,
-        "n": n,
-        "n_prompts": len(prompts),
-        "failed_replies": {arm: len(prompts) - len(answered[arm]) for arm in answered},
-        "baselines": baselines,
+        "n": len({i.id for pair_items in items.values() for i in pair_items}),
+        "prompts": counts,
+        "failed_replies": {n: len(prompts) - len(answered[n]) for n in answered},
+        "systems": {n: {"label": labels[n], "models": models[n], "replies": len(answered[n])} for n in answered},
+        "comparisons": {
+            comparison_key(*p): {
+                "system": p[0],
+                "baseline": p[1],
+                "n": len(items[p]),
+                "unscored": judged[p]["failures"]["unscored"],
+            }
+            for p in pairs
+        },
+        "human": human,
     }
-    specs = [llm_cfg.roles[arm] for arm in dict.fromkeys(["base", *answered])]  # judges too, without judge_llm
-    specs += [cfg.judge_llm.default] if cfg.judge_llm else []
+    specs = [llm_cfg.default, *llm_cfg.roles.values()]
+    if cfg.judge_llm is not None:
+        specs += [cfg.judge_llm.default, *(s for s in cfg.judge_llm.roles.values() if hasattr(s, "kind"))]
     return {"section": section, "deltas": deltas, "specs": specs}

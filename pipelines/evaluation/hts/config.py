@@ -2,10 +2,11 @@
 and the judges they name::
 
     hts:
-      seed: 0                  # positions of the replies, per item
+      seed: 0                  # balanced positions of the replies (per comparison, judge, dimension)
       resamples: 1000          # bootstrap resamples of the score intervals
       dimensions: [humanized, teaching, safety]
       mode: text               # or json (schema-constrained replies)
+      reasoning: true          # false: the verdict alone (no explanation before it; fewer tokens)
       max_attempts: 2
       judges:                  # several judges: different models (roles), or one model with seeds
         - {name: judge-seed1, role: hts_judge, seed: 1, temperature: 0.7}
@@ -44,6 +45,7 @@ class HTSConfig(StrictModel):
     confidence: float = Field(0.95, gt=0.0, lt=1.0)
     dimensions: list[Literal["humanized", "teaching", "safety"]] = list(DIMENSIONS)
     mode: Literal["text", "json"] = "text"
+    reasoning: bool = True
     max_attempts: int = Field(2, ge=1)
     concurrency: int = Field(8, ge=1)
     judges: list[JudgeConfig] = Field(default_factory=lambda: [JudgeConfig(name="judge")], min_length=1)
@@ -95,8 +97,9 @@ async def run_judging(items: Any, runtime: Any, cfg: HTSConfig, *, progress: boo
         seed=cfg.seed,
         dimensions=cfg.dimensions,
         concurrency=cfg.concurrency,
-        agent=make_pairwise_judge(max_attempts=cfg.max_attempts),
+        agent=make_pairwise_judge(max_attempts=cfg.max_attempts, reasoning=cfg.reasoning),
         mode=cfg.mode,
+        reasoning=cfg.reasoning,
         progress=progress,
     )
     scores = hts_scores(judgments, resamples=cfg.resamples, seed=cfg.seed, confidence=cfg.confidence)

@@ -1,14 +1,17 @@
-"""HTS pairwise judging, as in the RAM2C paper: for each held-out (topic, student answer) item, a
-reply of the model under test and one of a baseline are compared per dimension (humanized
-communication, teaching expertise, safety and ethics) by one or more judges.
+"""HTS pairwise judging, as in the RAM2C paper: for each held-out (topic, student, student answer)
+item, the replies of two systems (the system under test and its baseline, e.g. the tuned model vs
+the base model, or GLM-P/R vs GLM-R) are compared per dimension (humanized communication,
+teaching expertise, safety and ethics) by one or more judges.
 
-The two replies' positions are randomised per item with a seeded generator (``tuned_position``,
-recorded in every judgment) and the judge's choice of ``A``/``B`` is mapped back to an outcome
-for the model under test: ``better`` / ``equal`` / ``worse`` (scored 4 / 2 / 0 by
+Positions are **balanced, not coin-flipped**: per comparison, judge and dimension a seeded shuffle
+puts the system's reply first (``A``) for exactly half of the items (one more or one fewer for an
+odd count), and every judge gets its own order, so a position bias the judges share cannot pass for
+agreement or preference (:func:`balanced_positions`). The judge's ``A``/``B``/``equal`` is mapped
+back to an outcome for the system: ``better`` / ``equal`` / ``worse`` (4 / 2 / 0 points,
 :mod:`pipelines.evaluation.hts.scoring`).
 
-    judges = [Judge("glm4", runtime.for_role("hts_judge")), Judge("glm4-seed2", llm2)]
-    judgments, report = await judge_items(items, judges, seed=0, concurrency=16)
+    judges = [Judge("glm4", runtime.for_role("hts_judge")), Judge("gpt4o", runtime.for_role("gpt"))]
+    judgments, report = await judge_items(items, judges, seed=0, comparison="tuned_vs_base")
     scores = hts_scores(judgments)          # per dimension: score (50 = parity), kappa, ...
 
 A judgment whose reply never parsed (or whose call failed) keeps ``outcome=None`` and ``ok=False``;
@@ -18,8 +21,8 @@ it is traced and counted, never scored.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-from collections.abc import Sequence
+import random
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -29,18 +32,21 @@ from pipelines.evaluation.hts.agents.pairwise_judge import PairVerdict, load_cri
 DIMENSIONS: tuple[str, ...] = ("humanized", "teaching", "safety")
 DIMENSION_LETTERS = {"humanized": "H", "teaching": "T", "safety": "S"}
 Outcome = Literal["better", "equal", "worse"]
+Position = Literal["A", "B"]
 
 
 @dataclass(frozen=True)
 class HTSItem:
-    """One held-out item: the topic, the (simulated) student's answer and the two replies."""
+    """One held-out item: the topic, the (simulated) student's profile and answer, and the two
+    replies (``reply_system``: the system under test, ``reply_baseline``: what it is compared with)."""
 
     id: str
     topic: str
     student_answer: str
-    reply_tuned: str
+    reply_system: str
     reply_baseline: str
     language: str = "en"
+    student: dict[str, Any] | None = None  # grade, traits, interest, reading_level (criterion 1.7)
 
 
 @dataclass(frozen=True)
@@ -53,12 +59,12 @@ class Judge:
 
 @dataclass
 class Judgment:
-    """One judge's decision on one item and dimension, mapped back to the model under test."""
+    """One judge's decision on one item and dimension, mapped back to the system under test."""
 
     item_id: str
     dimension: str
     judge: str
-    tuned_position: Literal["A", "B"]
+    system_position: Position
     choice: str | None  # "A" | "B" | "equal", None when the reply never parsed
     outcome: Outcome | None
     ok: bool
@@ -73,15 +79,23 @@ class Judgment:
         return cls(**{name: row.get(name) for name in cls.__dataclass_fields__})
 
 
-def tuned_position(item_id: str, seed: int, *, salt: str = "") -> Literal["A", "B"]:
-    """Where the tuned reply is shown: a fair coin per item, fixed by ``seed`` (and ``salt``),
-    independent of the order or number of items."""
-    digest = hashlib.sha256(f"{seed}:{salt}:{item_id}".encode()).digest()
-    return "A" if digest[0] & 1 == 0 else "B"
+def balanced_positions(item_ids: Iterable[str], *, seed: int, salt: str = "") -> dict[str, Position]:
+    """``{item id: position of the system's reply}``: ``A`` for half of the items, ``B`` for the
+    other half (an odd count's last one by the same generator), shuffled by a generator seeded
+    with ``seed`` and ``salt`` (the comparison, judge and dimension). The same ids in any order
+    give the same assignment."""
+    ids = sorted(set(item_ids))
+    rng = random.Random(f"{seed}:{salt}")
+    half = len(ids) // 2
+    positions: list[Position] = ["A"] * half + ["B"] * half
+    if len(ids) % 2:
+        positions.append(rng.choice(("A", "B")))
+    rng.shuffle(positions)
+    return dict(zip(ids, positions, strict=True))
 
 
 def outcome_of(choice: str, position: str) -> Outcome:
-    """The judge's ``A``/``B``/``equal`` seen from the tuned reply shown at ``position``."""
+    """The judge's ``A``/``B``/``equal`` seen from the system's reply shown at ``position``."""
     if choice == "equal":
         return "equal"
     if choice not in ("A", "B") or position not in ("A", "B"):
@@ -90,10 +104,26 @@ def outcome_of(choice: str, position: str) -> Outcome:
 
 
 def arranged(item: HTSItem, position: str) -> tuple[str, str]:
-    """(reply A, reply B) with the tuned reply at ``position``."""
+    """(reply A, reply B) with the system's reply at ``position``."""
     if position == "A":
-        return item.reply_tuned, item.reply_baseline
-    return item.reply_baseline, item.reply_tuned
+        return item.reply_system, item.reply_baseline
+    return item.reply_baseline, item.reply_system
+
+
+def judge_vars(item: HTSItem, dimension: str, position: str, *, reasoning: bool = True) -> dict[str, Any]:
+    """What the judge template needs for one item, dimension and arrangement."""
+    reply_a, reply_b = arranged(item, position)
+    return {
+        "reasoning": reasoning,
+        "language": item.language,
+        "criteria": load_criteria(item.language),
+        "dimension": dimension,
+        "topic": item.topic,
+        "student": item.student,
+        "student_answer": item.student_answer,
+        "reply_a": reply_a,
+        "reply_b": reply_b,
+    }
 
 
 async def judge_item(
@@ -102,30 +132,26 @@ async def judge_item(
     *,
     judges: Sequence[Judge],
     agent: Agent[PairVerdict],
+    positions: dict[tuple[str, str], dict[str, Position]],
     dimensions: Sequence[str] = DIMENSIONS,
-    seed: int = 0,
     mode: str = "text",
+    reasoning: bool = True,
 ) -> list[Judgment]:
     """All judges on all dimensions of one item, concurrently; one trace row per call.
-    ``mode`` is the agent's output mode (``text`` or ``json``, the latter with the harness's Agent)."""
-    position = tuned_position(item.id, seed)
-    reply_a, reply_b = arranged(item, position)
+    ``positions[(judge, dimension)][item id]`` is where the system's reply is shown; ``mode`` is the
+    agent's output mode (``text`` or ``json``); ``reasoning`` as the agent was made with."""
 
     async def one(judge_index: int, judge: Judge, dimension: str) -> Judgment:
-        vars = {
-            "language": item.language,
-            "criteria": load_criteria(item.language),
-            "dimension": dimension,
-            "topic": item.topic,
-            "student_answer": item.student_answer,
-            "reply_a": reply_a,
-            "reply_b": reply_b,
-        }
+        position = positions[(judge.name, dimension)][item.id]
         # distinct sample indices (and tags) per judge: two judges on one model never share a cache entry
         record = await agent.run(
-            judge.llm, vars, sample_index=judge_index * agent.max_attempts, tag=f"hts:{judge.name}", mode=mode
+            judge.llm,
+            judge_vars(item, dimension, position, reasoning=reasoning),
+            sample_index=judge_index * agent.max_attempts,
+            tag=f"hts:{judge.name}",
+            mode=mode,
         )
-        trace.add(record, judge=judge.name, dimension=dimension, tuned_position=position)
+        trace.add(record, judge=judge.name, dimension=dimension, system_position=position)
         choice = record.parsed.choice if record.ok else None
         outcome = outcome_of(choice, position) if choice else None
         return Judgment(item.id, dimension, judge.name, position, choice, outcome, record.ok, record.error)
@@ -134,15 +160,70 @@ async def judge_item(
     return list(await asyncio.gather(*tasks))
 
 
+def check_judging(judges: Sequence[Judge], dimensions: Sequence[str]) -> None:
+    """ValueError for an unknown dimension or judges without distinct names."""
+    unknown = [d for d in dimensions if d not in DIMENSIONS]
+    if unknown:
+        raise ValueError(f"unknown HTS dimension(s) {unknown}; valid: {', '.join(DIMENSIONS)}")
+    names = [j.name for j in judges]
+    if not judges or len(set(names)) != len(names):
+        raise ValueError(f"judges need distinct names, got {names}")
+
+
+def assign_positions(
+    items: Sequence[HTSItem], judges: Sequence[Judge], dimensions: Sequence[str], *, seed: int, comparison: str
+) -> dict[tuple[str, str], dict[str, Position]]:
+    """:func:`balanced_positions` per (judge, dimension) of one comparison."""
+    ids = [i.id for i in items]
+    return {
+        (j.name, d): balanced_positions(ids, seed=seed, salt=f"{comparison}:{j.name}:{d}")
+        for j in judges
+        for d in dimensions
+    }
+
+
+def item_worker(
+    items: Sequence[HTSItem],
+    judges: Sequence[Judge],
+    *,
+    agent: Agent[PairVerdict],
+    seed: int = 0,
+    comparison: str = "",
+    dimensions: Sequence[str] = DIMENSIONS,
+    mode: str = "text",
+    reasoning: bool = True,
+):
+    """``async worker(item, trace) -> [Judgment]`` for a runner or the harness: every judge on every
+    dimension of one item, at the positions :func:`assign_positions` gives this comparison."""
+    check_judging(judges, dimensions)
+    positions = assign_positions(items, judges, dimensions, seed=seed, comparison=comparison)
+
+    async def worker(item: HTSItem, trace: SampleTrace) -> list[Judgment]:
+        return await judge_item(
+            item,
+            trace,
+            judges=judges,
+            agent=agent,
+            positions=positions,
+            dimensions=dimensions,
+            mode=mode,
+            reasoning=reasoning,
+        )
+
+    return worker
+
+
 async def judge_items(
     items: Sequence[HTSItem],
     judges: Sequence[Judge],
     *,
     seed: int = 0,
+    comparison: str = "",
     dimensions: Sequence[str] = DIMENSIONS,
     concurrency: int = 8,
     agent: Agent[PairVerdict] | None = None,
     mode: str = "text",
+    reasoning: bool = True,
     progress: bool = False,
 ):
     """Judge every item with every judge on every dimension under one call limit.
@@ -151,19 +232,16 @@ async def judge_items(
     sample that crashed contributes nothing and is in ``run_report.failures``) and the
     :class:`RunReport` whose trace rows go to the traces JSONL.
     """
-    unknown = [d for d in dimensions if d not in DIMENSIONS]
-    if unknown:
-        raise ValueError(f"unknown HTS dimension(s) {unknown}; valid: {', '.join(DIMENSIONS)}")
-    names = [j.name for j in judges]
-    if not judges or len(set(names)) != len(names):
-        raise ValueError(f"judges need distinct names, got {names}")
-    agent = agent or make_pairwise_judge()
-
-    async def worker(item: HTSItem, trace: SampleTrace) -> list[Judgment]:
-        return await judge_item(
-            item, trace, judges=judges, agent=agent, dimensions=dimensions, seed=seed, mode=mode
-        )
-
+    worker = item_worker(
+        items,
+        judges,
+        agent=agent or make_pairwise_judge(reasoning=reasoning),
+        seed=seed,
+        comparison=comparison,
+        dimensions=dimensions,
+        mode=mode,
+        reasoning=reasoning,
+    )
     report = await Runner(concurrency, desc="HTS judging", progress=progress).run(
         items, worker, sample_id=lambda item: item.id
     )

@@ -27,9 +27,10 @@ TEXT = {
         "which reply is better on the dimension named in the row, using the criteria below (each describes a "
         "fault). The order of the replies is random. Save your answers as a CSV file when you are done (you "
         "can save several times; the last file counts) and send it back. Answers are also kept in this "
-        "browser if the page is reloaded.",
+        "browser tab if the page is reloaded.",
         "criteria": "Criteria",
         "topic": "Discussion topic",
+        "student": "Student",
         "answer": "Student's answer",
         "dimension": "Dimension",
         "a": "A is better",
@@ -44,9 +45,10 @@ TEXT = {
         "intro": "请逐行阅读讨论话题、学生的回答和两条回复，按该行所写的维度并参照下面的标准"
         "（每条描述一种缺陷）选出更好的回复。"
         "两条回复的顺序是随机的。完成后把答案保存为 CSV 文件并发回（可以多次保存，以最后一个文件为准）。"
-        "重新加载页面时，答案也会保留在本浏览器中。",
+        "重新加载页面时，答案也会保留在本浏览器标签页中。",
         "criteria": "评价标准",
         "topic": "讨论话题",
+        "student": "学生",
         "answer": "学生的回答",
         "dimension": "维度",
         "a": "A 更好",
@@ -89,18 +91,31 @@ SCRIPT = """
     });
     count();
   }
+  // Answers survive a reload of the page: kept in the tab's window.name (defined for pages opened from
+  // disk, where localStorage is not: Chromium can hand a reloaded file:// page an empty storage) and in
+  // localStorage (which also survives closing the tab where the browser shares it between file pages).
+  const TAB = 'edumas-rating:';
   function storeKey(section) { return 'edumas-rating:' + document.title + ':' + section.dataset.rater; }
-  function store(section) {  // answers survive a reload of the page (browser storage, this computer only)
+  function tabAnswers() {
+    if (window.name.indexOf(TAB) !== 0) { return {}; }
+    try { return JSON.parse(window.name.slice(TAB.length)) || {}; } catch (e) { return {}; }
+  }
+  function store(section) {
     const answers = {};
     section.querySelectorAll('.item').forEach(function (item) {
       const checked = item.querySelector('input[type=radio]:checked');
       answers[item.dataset.row] = [checked ? checked.value : '', item.querySelector('textarea').value];
     });
+    const tab = tabAnswers();
+    tab[storeKey(section)] = answers;
+    window.name = TAB + JSON.stringify(tab);
     try { localStorage.setItem(storeKey(section), JSON.stringify(answers)); } catch (e) { /* storage off */ }
   }
   function restore(section) {
-    let answers = null;
-    try { answers = JSON.parse(localStorage.getItem(storeKey(section)) || 'null'); } catch (e) { answers = null; }
+    let answers = tabAnswers()[storeKey(section)] || null;
+    if (!answers) {
+      try { answers = JSON.parse(localStorage.getItem(storeKey(section)) || 'null'); } catch (e) { answers = null; }
+    }
     if (!answers) { return; }
     section.querySelectorAll('.item').forEach(function (item) {
       const saved = answers[item.dataset.row];
@@ -164,7 +179,8 @@ def _row_html(row: Mapping[str, Any], text: Mapping[str, str], labels: Mapping[s
         f'data-dimension="{e(row["dimension"])}">'
         f'<p>#{e(str(row["row"]))} · {e(text["dimension"])}: <span class="dim">{e(labels[row["dimension"]])}</span></p>'
         f"<p><b>{e(text['topic'])}:</b> {e(row['topic'])}</p>"
-        f"<p><b>{e(text['answer'])}:</b> {e(row['student_answer'])}</p>"
+        + (f"<p><b>{e(text['student'])}:</b> {e(row['student'])}</p>" if row.get("student") else "")
+        + f"<p><b>{e(text['answer'])}:</b> {e(row['student_answer'])}</p>"
         f'<div class="replies"><div><b>A</b><div class="reply">{e(row["reply_a"])}</div></div>'
         f'<div><b>B</b><div class="reply">{e(row["reply_b"])}</div></div></div>'
         f'<p class="choices">{radios}</p>'
@@ -224,7 +240,8 @@ def write_rating_pack(
     title: str = "Tutoring replies: pairwise rating",
 ) -> dict[str, Any]:
     """Everything the raters need, in ``folder``: ``sheet_<rater>.csv`` each, ``form.html`` (all
-    raters' sheets; each picks their name) and ``key.csv`` (keep it from the raters).
+    raters' sheets; each picks their name) and ``key.csv`` (keep it from the raters). ``items``: a
+    list (one comparison) or ``{comparison: items}``.
     Returns ``{"sheets": [paths], "form": path, "key": path}``."""
     from pipelines.evaluation.hts.judging import DIMENSIONS
     from pipelines.evaluation.human.sheets import write_sheets

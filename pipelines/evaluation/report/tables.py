@@ -16,8 +16,9 @@ one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
   {series: [f1 at round 0, 1, ...]}, "provenance": ...}`` (CooperKGC's Table 2 with ``(+gain)``
   over the reference, AutoKG; EE trigger and argument F1; its rounds figure as a table).
 - ``hts``: ``{"tables": {"1" | "2" | "3": {"rows": {label: {dimension: {"score", "kappa",
-  "ci"}}}, "provenance": ...}}}`` (RAM2C's Tables 1-3: ``score (kappa)`` per H/T/S, with the
-  bootstrap interval).
+  "ci", "ci_note", "items"}}}, "position_preference": {label: {judge: {"A", "B", "equal",
+  "flagged"}}}, "provenance": ...}}}`` (RAM2C's Tables 1-3: ``score (kappa)`` per H/T/S, with the
+  bootstrap interval or "n too small"; then each table's judges' first-position shares).
 
 - ``ram2c``: a ``generate_ram2c`` ``metrics.json`` (+ ``provenance``): what the team kept, and
   group reflection per expert group.
@@ -172,9 +173,11 @@ def deltas_table(rows: Sequence[Mapping[str, Any]], *, provenance: Any = None, o
     for r in rows:
         scale = float(r.get("scale", 100))
         low, high = r.get("ci") or (None, None)
-        interval = "-" if low is None else f"[{_signed(low, scale)}, {_signed(high, scale)}]"
-        if low is not None and isinstance(r.get("n"), int) and r["n"] < MIN_INTERVAL_ITEMS:
-            interval = f"n too small ({r['n']})"
+        if low is None:  # the bootstrap's "n too small" below its min_items, with the count
+            note, n = r.get("ci_note"), r.get("n")
+            interval = (f"{note} ({n})" if isinstance(n, int) else note) if note else "-"
+        else:
+            interval = f"[{_signed(low, scale)}, {_signed(high, scale)}]"
         body.append(
             [
                 str(r.get("team", "")),
@@ -255,30 +258,68 @@ def kgc_rounds_table(section: Mapping[str, Any], *, offline: bool = False) -> Ta
 
 
 def hts_cell(result: Mapping[str, Any] | None) -> str:
-    """``74.8 (0.42) [70.1, 79.0]``: score, Fleiss' kappa, bootstrap interval (``-`` when missing)."""
+    """``74.8 (0.42) [70.1, 79.0]``: score, Fleiss' kappa, bootstrap interval (``-`` when missing;
+    ``n too small`` instead of an interval over fewer items than the run's minimum)."""
     if not result or result.get("score") is None:
         return "-"
     kappa = result.get("kappa")
     cell = f"{result['score']:.1f} ({'-' if kappa is None else f'{kappa:.2f}'})"
     if result.get("ci"):
         cell += f" [{result['ci'][0]:.1f}, {result['ci'][1]:.1f}]"
+    elif result.get("ci_note"):
+        cell += f" {result['ci_note']} (n={result.get('items', '?')})"
     return cell
 
 
+def _share(counts: Mapping[str, Any]) -> str:
+    """``48% (12/25)`` of a judge's A/B decisions that went to the first reply; flagged above 80% one way."""
+    decided = counts.get("A", 0) + counts.get("B", 0)
+    if not decided:
+        return "-"
+    cell = f"{100 * counts['A'] / decided:.0f}% ({counts['A']}/{decided})"
+    return f"**{cell} one position**" if counts.get("flagged") else cell
+
+
+def position_table(number: str, table: Mapping[str, Any]) -> Table | None:
+    """Each judge's first-position share per comparison row of one HTS table (positions are
+    balanced, so a fair judge is near 50%); a share above 80% either way is flagged."""
+    shares = table.get("position_preference") or {}
+    judges = list(dict.fromkeys(j for row in shares.values() for j in row))
+    if not judges:
+        return None
+    body = [[label, *[_share(shares[label].get(j, {})) for j in judges]] for label in shares]
+    flagged = [f"{j} in {label}" for label in shares for j in judges if shares[label].get(j, {}).get("flagged")]
+    note = (
+        "Share of each judge's A/B decisions that chose the reply shown first (half the items show the system first)."
+    )
+    if flagged:
+        where = "; ".join(flagged)
+        note += f" Flag: one position in more than 80% of the decisions of {where}: position bias, not preference."
+    return Table(f"Table {number}: judges' first-position share", ["Comparison", *judges], body, note)
+
+
 def hts_tables(section: Mapping[str, Any], *, offline: bool = False) -> list[Table]:
-    """RAM2C's Tables 1-3 layout (those present): comparison rows, H / T / S columns."""
+    """RAM2C's Tables 1-3 layout (those present): comparison rows, H / T / S columns; after each,
+    its judges' first-position shares (:func:`position_table`)."""
     tables = []
     for number, table in sorted(section.get("tables", {}).items()):
         body = [[label, *[hts_cell(dims.get(d)) for d, _ in HTS_COLUMNS]] for label, dims in table["rows"].items()]
+        note = provenance_line(table.get("provenance", section.get("provenance")), offline=offline)
+        note += " Cells: score (Fleiss' kappa) [bootstrap 95% interval]; 50 = parity."
+        shares = table.get("position_preference") or {}
+        if any(c.get("flagged") for row in shares.values() for c in row.values()):
+            note += " Position bias: a judge chose one position in more than 80% of its decisions (next table)."
         tables.append(
             Table(
                 table.get("title", HTS_TITLES.get(str(number), f"HTS table {number}")),
-                ["Comparison", *[letter for _, letter in HTS_COLUMNS]],
+                ["Criteria", *[letter for _, letter in HTS_COLUMNS]],
                 body,
-                provenance_line(table.get("provenance", section.get("provenance")), offline=offline)
-                + " Cells: score (Fleiss' kappa) [bootstrap 95% interval]; 50 = parity.",
+                note,
             )
         )
+        positions = position_table(str(number), table)
+        if positions is not None:
+            tables.append(positions)
     return tables
 
 

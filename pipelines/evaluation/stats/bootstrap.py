@@ -6,6 +6,9 @@ for both systems, so the interval reflects the item-to-item variation of the *di
     paired_delta(tuned_f1_per_item, base_f1_per_item, resamples=1000, seed=0)
     # {"n": 100, "tuned": 0.61, "base": 0.52, "delta": 0.09, "ci": [0.04, 0.14], "confidence": 0.95, ...}
 
+With fewer than ``min_items`` items no interval is computed: ``ci`` is None and ``ci_note`` says
+"n too small" (a table then prints that, never an interval spanning one or two items).
+
 A metric that is not a mean of per-item values (micro F1, an HTS score) passes ``statistic``:
 a function of the list of resampled items (each item may be any value, e.g. a (gold, predicted)
 pair or the list of one item's judgments).
@@ -19,6 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 T = TypeVar("T")
+TOO_FEW = "n too small"
 
 
 def resample_indices(n: int, *, resamples: int, seed: int) -> np.ndarray:
@@ -78,17 +82,20 @@ def paired_delta(
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    min_items: int = 1,
 ) -> dict[str, Any]:
     """``tuned - base`` of ``statistic`` (default: mean) with a paired bootstrap interval.
 
     ``tuned`` and ``base`` are per-item values aligned by position, or mappings item id -> value
-    with the same ids. Returns ``{"n", "tuned", "base", "delta", "ci": [low, high], "confidence",
-    "resamples", "seed"}``.
+    with the same ids. Returns ``{"n", "tuned", "base", "delta", "ci": [low, high] (None below
+    ``min_items`` items), "ci_note", "confidence", "resamples", "seed", "min_items"}``.
     """
     _, t, b = _aligned(tuned, base)
     stat = statistic or (lambda values: float(np.mean(np.asarray(values, dtype=float))))
     pairs = list(zip(t, b, strict=True))
-    if statistic is None:
+    if len(pairs) < min_items:
+        ci = None
+    elif statistic is None:
         differences = np.asarray(t, dtype=float) - np.asarray(b, dtype=float)
         ci = bootstrap_interval(differences, resamples=resamples, seed=seed, confidence=confidence)
     else:
@@ -106,9 +113,11 @@ def paired_delta(
         "base": base_value,
         "delta": tuned_value - base_value,
         "ci": ci,
+        "ci_note": TOO_FEW if ci is None else None,
         "confidence": confidence,
         "resamples": resamples,
         "seed": seed,
+        "min_items": min_items,
     }
 
 
@@ -123,6 +132,6 @@ def delta_row(
     **options: Any,
 ) -> dict[str, Any]:
     """A row of the report's tuned-vs-base table: :func:`paired_delta` (``options``: statistic,
-    resamples, seed, confidence) with its ``team``, ``system``, ``metric`` and display ``scale``
+    resamples, seed, confidence, min_items) with its ``team``, ``system``, ``metric`` and display ``scale``
     (100 for rates in [0, 1], 1 for scores already on a 0-100 scale)."""
     return {"team": team, "system": system, "metric": metric, "scale": scale, **paired_delta(tuned, base, **options)}

@@ -1,10 +1,14 @@
-"""Pairwise HTS judge: (dimension, topic, student answer, reply A, reply B) -> which reply is better.
+"""Pairwise HTS judge: (dimension, topic, student, student answer, reply A, reply B) -> which reply
+is better on that dimension.
 
-The system block holds the RAM2C paper's Table 5 criteria for all three dimensions (data:
+The system block holds the judged dimension's criteria of the RAM2C paper's Table 5 (data:
 ``pipelines/evaluation/hts/criteria.<lang>.json``, the same text the human rating form shows; pass it
 as the ``criteria`` variable, see :func:`load_criteria`) and the reply format, so it is
-byte-identical across items and dimensions (prefix caching); the user block names
-the dimension to judge and the item. Two reply forms are accepted by one parser:
+byte-identical across the items of a dimension (prefix caching) and short (one dimension's criteria,
+a one-line JSON example instead of the schema). The user block names the dimension and the item:
+the topic, the student's profile (grade, traits, interest, reading level: criterion 1.7 asks whether
+the reply uses it), the student's answer and the two replies. Two reply forms are accepted by one
+parser:
 
 - free text: reasoning, then a last line ``Verdict: A`` / ``Verdict: B`` / ``Verdict: equal``
   (also ``<A>``, ``<B>``, ``<equal>``, and the Chinese ``结论：A`` / ``结论：相同``);
@@ -57,7 +61,14 @@ class PairwiseOutput(BaseModel):
     """The JSON reply schema (json output mode): reasoning first (bounded, so a constrained small
     model cannot ramble until max_tokens), then the verdict."""
 
-    reasoning: str = Field(max_length=400)
+    reasoning: str = Field(max_length=240)
+    verdict: Choice
+
+
+class VerdictOutput(BaseModel):
+    """The JSON reply without reasoning (``reasoning=False``: the offline model's reasoning is a
+    letter at best, and each reasoning token costs a decode step): the verdict alone."""
+
     verdict: Choice
 
 
@@ -96,16 +107,17 @@ def parse_pairwise(text: str) -> PairVerdict:
     return PairVerdict(normalise_choice(last.group(1)), text[: last.start()].strip())
 
 
-def from_output(output: PairwiseOutput) -> PairVerdict:
+def from_output(output: PairwiseOutput | VerdictOutput) -> PairVerdict:
     """The typed JSON reply mapped to the same result as the text parser."""
-    return PairVerdict(output.verdict, output.reasoning.strip())
+    return PairVerdict(output.verdict, getattr(output, "reasoning", "").strip())
 
 
-def make_pairwise_judge(**options: Any) -> Agent[PairVerdict]:
+def make_pairwise_judge(*, reasoning: bool = True, **options: Any) -> Agent[PairVerdict]:
     """The judge agent (role ``hts_judge``); ``options`` go to :class:`Agent` (max_attempts,
-    sampling overrides, ...). Its typed output is :class:`PairwiseOutput`, mapped by
-    :func:`from_output`, so ``mode="json"`` constrains replies to that schema."""
+    sampling overrides, ...). Its typed output is :class:`PairwiseOutput` (:class:`VerdictOutput`
+    without ``reasoning``; render with the same ``reasoning`` variable), mapped by :func:`from_output`,
+    so ``mode="json"`` constrains replies to that schema."""
     options.setdefault("role", "hts_judge")
-    options.setdefault("output", PairwiseOutput)
+    options.setdefault("output", PairwiseOutput if reasoning else VerdictOutput)
     options.setdefault("from_output", from_output)
     return Agent("pairwise_judge", Path(__file__).parent, parse_pairwise, **options)
