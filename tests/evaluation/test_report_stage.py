@@ -74,7 +74,7 @@ def test_report_of_the_recorded_smoke_run(tmp_path, monkeypatch, caplog):
         assert f"Shortfall: {shortfall_line(row)}" in md
     assert "| generate_ram2c | preference pairs (one per turn) |" in md  # the smoke run dropped a pair
 
-    assert "n too small (2)" in md  # two tutoring items: no interval
+    assert "n too small (n=2)" in md  # two tutoring items: no interval
     assert "need not equal the generation tables above" in md  # why base scores differ between tables
     page = (tmp_path / "reports/summary.html").read_text(encoding="utf-8")
     assert page.count("data:image/png;base64,") == 4
@@ -88,17 +88,17 @@ def test_report_of_the_recorded_smoke_run(tmp_path, monkeypatch, caplog):
 
 
 def test_ablation_tables_in_the_summary(tmp_path, monkeypatch):
-    """reports/ablations.json from a real `dvc exp show --json` (dvc 3.67, a toy project's queued ram2c
-    ablations) becomes a section of the summary."""
+    """reports/ablations.json from a real `dvc exp show --json` (dvc 3.67, the ablation set's RAM2C
+    entries queued on a toy project: fixtures/record_table3_exps.py) becomes a section of the summary."""
     params = _project(tmp_path)
-    show = json.loads((FIXTURES / "dvc_exp_show_ablations.json").read_text(encoding="utf-8"))
+    show = json.loads((FIXTURES / "dvc_exp_show_table3.json").read_text(encoding="utf-8"))
     write_tables(show, params, output=tmp_path / "reports/ablations.json")
     found = _run(tmp_path, monkeypatch)
     assert found["sections"][-2:] == ["Ablations (dvc experiments)", "Report inputs"]
     md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
-    assert "### RAM2C ablations (Table 3 layout)" in md and "CooperKGC ablations" not in md
-    assert '| ram2c-no-p-e | ["P", "E"] | False | 2 (-4.00) |' in md
-    assert (tmp_path / "reports/ablations.md").read_text(encoding="utf-8").count("| ram2c-") == 4
+    assert "### RAM2C ablations (Table 3 layout" in md and "CooperKGC ablations" not in md
+    assert '| ram2c-no-p-e | [["base_pe_r", "base_r"]] | 58.00 | 58.00 | 58.00 | 8 (+0.00) |' in md
+    assert (tmp_path / "reports/ablations.md").read_text(encoding="utf-8").count("| ram2c-") == 5
 
 
 def test_partial_inputs_are_notes(tmp_path, monkeypatch):

@@ -254,7 +254,7 @@ def test_the_three_tables_cell_by_cell(tables):
     ]
     _, csv_rows = plot_rows(evaluate_sections({"tutoring": section}))["hts_scores.csv"]
     assert ("glm-R/1 vs glm-R", 50.0) in [
-        (r["comparison"], r["score"]) for r in csv_rows if r["dimension"] == "teaching"
+        (r["series"], r["score"]) for r in csv_rows if r["dimension"] == "teaching"
     ]
 
 
@@ -264,7 +264,7 @@ def test_fewer_items_than_the_minimum_print_n_too_small(tmp_path):
     lines = tables_markdown({"tutoring": result["section"], "deltas": result["deltas"]}).splitlines()
     cell = "100.0 (-) n too small (n=3)"
     assert f"| scripted-tuned vs scripted-base | {cell} | {cell} | {cell} |" in lines
-    assert "| tutoring | responder | hts_safety | 50.0 | 100.0 | +50.0 | n too small | 3 |" in lines
+    assert "| tutoring | responder | hts_safety | 50.0 | 100.0 | +50.0 | n too small (n=3) | 3 |" in lines
     assert result["section"]["prompts"] == {
         "requested": 3,
         "recorded": 3,

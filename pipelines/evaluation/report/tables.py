@@ -162,12 +162,14 @@ def _signed(value: float, scale: float) -> str:
     return f"{scale * value:+.1f}"
 
 
-MIN_INTERVAL_ITEMS = 5  # fewer paired items than this: "n too small" instead of a bootstrap interval
+def _min_items_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    least = {r["min_items"] for r in rows if r.get("min_items")}
+    return f" Intervals need at least {max(least)} items (evaluate.bootstrap.min_items)." if least else ""
 
 
 def deltas_table(rows: Sequence[Mapping[str, Any]], *, provenance: Any = None, offline: bool = False) -> Table:
     """Tuned vs base per team, system and metric: both values, the delta and its 95% interval
-    ("n too small" under :data:`MIN_INTERVAL_ITEMS` items). Rates (metric values in [0, 1]) are
+    ("n too small" under ``evaluate.bootstrap.min_items`` items). Rates (metric values in [0, 1]) are
     shown x100; HTS scores (``scale`` 1) as they are."""
     body = []
     for r in rows:
@@ -175,7 +177,7 @@ def deltas_table(rows: Sequence[Mapping[str, Any]], *, provenance: Any = None, o
         low, high = r.get("ci") or (None, None)
         if low is None:  # the bootstrap's "n too small" below its min_items, with the count
             note, n = r.get("ci_note"), r.get("n")
-            interval = (f"{note} ({n})" if isinstance(n, int) else note) if note else "-"
+            interval = (f"{note} (n={n})" if isinstance(n, int) else note) if note else "-"
         else:
             interval = f"[{_signed(low, scale)}, {_signed(high, scale)}]"
         body.append(
@@ -194,7 +196,7 @@ def deltas_table(rows: Sequence[Mapping[str, Any]], *, provenance: Any = None, o
         "Tuned vs base, with paired bootstrap 95% intervals",
         ["Team", "System", "Metric", "Base", "Tuned", "Delta", "95% interval", "Items"],
         body,
-        provenance_line(provenance, offline=offline) + f" Intervals need at least {MIN_INTERVAL_ITEMS} items.",
+        provenance_line(provenance, offline=offline) + _min_items_note(rows),
     )
 
 
