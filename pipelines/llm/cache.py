@@ -47,17 +47,25 @@ def _dumps(value: Any) -> str:
 
 
 _SCHEMA_TEXT: dict[int, tuple[dict[str, Any], str]] = {}  # id(schema) -> (schema, its _dumps text)
+_SCHEMA_BY_CONTENT: dict[bytes, str] = {}  # orjson bytes of a schema -> its _dumps text
 
 
 def _schema_text(schema: dict[str, Any] | None) -> str:
-    """``_dumps(schema)``, worked out once per schema object (an agent sends the same one with
-    every call; the entry holds the schema, so its id is not reused while cached)."""
+    """``_dumps(schema)``, worked out once per schema: an agent sends the same schema object with
+    every call (the entry holds it, so its id is not reused while cached), or an equal one built
+    anew per call (a per-call pydantic model), found by its orjson form (a few microseconds)."""
     if schema is None:
         return "null"
     cached = _SCHEMA_TEXT.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
-    text = _dumps(schema)
+    content = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    text = _SCHEMA_BY_CONTENT.get(content)
+    if text is None:
+        text = _dumps(schema)
+        if len(_SCHEMA_BY_CONTENT) >= 1024:
+            _SCHEMA_BY_CONTENT.clear()
+        _SCHEMA_BY_CONTENT[content] = text
     if len(_SCHEMA_TEXT) >= 256:
         _SCHEMA_TEXT.clear()
     _SCHEMA_TEXT[id(schema)] = (schema, text)
@@ -148,6 +156,7 @@ class RequestCache:
         self._reader_lock = threading.Lock()
         self._pending: queue.SimpleQueue = queue.SimpleQueue()  # (rows, loop, futures) or None (stop)
         self._gathering: dict[asyncio.AbstractEventLoop, tuple[list, list]] = {}  # per loop, this iteration's rows
+        self.in_flight: dict[str, asyncio.Future] = {}  # key -> the reply of a call on its way (LLM.chat)
         self._writer = threading.Thread(target=self._write_loop, name="edumas-cache-writer", daemon=True)
         self._writer.start()
 

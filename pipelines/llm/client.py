@@ -12,7 +12,9 @@ by the roles that name it), owns the request cache and the usage accounting, and
     runtime.accounting.write("reports/tagging/usage.json")
     await runtime.close()
 
-A call first looks in the request cache (a hit holds no concurrency slot); on a miss it takes one
+A call first looks in the request cache (a hit holds no concurrency slot), then among the calls in
+flight (the very same request sent by another system at the same time waits for that one's reply,
+counted as a cache hit, instead of being sent twice); on a miss it takes one
 slot of the run's limit (:mod:`pipelines.agents.limits`) around the backend call only, and while
 calls are in flight the young generation of the garbage collector is collected less often
 (:class:`_YoungGenerationWhileBusy`).
@@ -138,6 +140,8 @@ class LLM:
         if self.cache is not None:
             key = request_key(self.backend.identity, messages, params, sample_index, attempt=attempt, tag=tag)
             hit = await self.cache.aget(key)
+            if hit is None:
+                hit = await self._same_call_in_flight(key)
             if hit is not None:
                 self.accounting.record(
                     self.role,
@@ -147,6 +151,50 @@ class LLM:
                     latency_s=0.0,
                 )
                 return hit
+            done: asyncio.Future = asyncio.get_running_loop().create_future()
+            self.cache.in_flight[key] = done
+        try:
+            result = await self._call(messages, params)
+        except BaseException:
+            if key is not None:
+                self._settle(key, None)
+            raise
+        keep = cacheable(result)
+        if key is not None:
+            if keep:
+                await self.cache.aput(key, result)
+            self._settle(key, result if keep else None)
+        self.accounting.record(
+            self.role,
+            prompt_tokens=result.usage.prompt_tokens,
+            completion_tokens=result.usage.completion_tokens,
+            cached=False,
+            latency_s=result.latency_s,
+            uncacheable=not keep,
+        )
+        return result
+
+    async def _same_call_in_flight(self, key: str) -> ChatResult | None:
+        """The reply of an identical call already in flight (another system or role sending the very
+        same request at the same time), as a cache hit; None when there is none, or it failed or
+        was not cacheable (then this call is sent itself, as it would be one after the other)."""
+        pending = self.cache.in_flight.get(key) if self.cache is not None else None
+        if pending is None or pending.get_loop() is not asyncio.get_running_loop():
+            return None
+        result = await asyncio.shield(pending)
+        if result is None:
+            return None
+        copy = ChatResult.from_dict(result.to_dict())
+        copy.cached = True
+        return copy
+
+    def _settle(self, key: str, result: ChatResult | None) -> None:
+        pending = self.cache.in_flight.pop(key, None) if self.cache is not None else None
+        if pending is not None and not pending.done():
+            pending.set_result(result)
+
+    async def _call(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """The backend call in one slot of the run's limit; any failure becomes a counted LLMError."""
         limiter, priority = _current_slot()
         try:
             if limiter is not None:
@@ -167,17 +215,6 @@ class LLM:
         result.latency_s = latency_s
         if not result.model:
             result.model = self.backend.identity
-        keep = cacheable(result)
-        if key is not None and keep:
-            await self.cache.aput(key, result)
-        self.accounting.record(
-            self.role,
-            prompt_tokens=result.usage.prompt_tokens,
-            completion_tokens=result.usage.completion_tokens,
-            cached=False,
-            latency_s=result.latency_s,
-            uncacheable=not keep,
-        )
         return result
 
 

@@ -101,3 +101,24 @@ def test_the_young_generation_threshold_is_raised_only_while_calls_are_in_flight
 
     asyncio.run(run())
     assert seen == [_busy.threshold] * 5 and gc.get_threshold() == before and _busy.in_flight == 0
+
+
+def test_the_same_request_in_flight_twice_is_sent_once(tmp_path):
+    cache = RequestCache(tmp_path / "cache.sqlite")
+    backend = ScriptedBackend([("empty", ""), (".", "ok")], delay_s=0.05)
+    llm = LLM(backend, cache=cache)
+    same = [{"role": "user", "content": "same"}]
+
+    async def run():
+        first = await asyncio.gather(llm.chat(same), llm.chat(same), llm.chat(same, tag="other"))
+        empty = [{"role": "user", "content": "empty"}]  # not cacheable: each call goes out, as one by one
+        second = await asyncio.gather(llm.chat(empty), llm.chat(empty))
+        return first, second
+
+    (a, b, c), (d, e) = asyncio.run(run())
+    assert a.text == b.text == c.text == "ok" and [a.cached, b.cached, c.cached] == [False, True, False]
+    assert len(backend.calls) == 2 + 2 and d.text == e.text == ""
+    summary = llm.accounting.summary()["default"]
+    assert summary["calls"] == 5 and summary["cache_hits"] == 1 and summary["not_cached"] == 2
+    assert cache.in_flight == {}
+    cache.close()

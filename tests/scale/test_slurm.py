@@ -61,7 +61,7 @@ def job_env(**extra: str) -> dict[str, str]:
 def ram2c_params(project: Path, *, sim_url: str, chroma: ChromaServer) -> dict:
     params = paper_params(urls={team: [sim_url] for team in ("tagging", "kgc", "ram2c")}, fraction=4 / 3500)
     params["ram2c"].update(turns=1, concurrency=32)
-    params["retrieval"]["n_rewrites"] = 0
+    params["ram2c"]["n_rewrites"] = 0  # over retrieval.n_rewrites (2): the merge must fingerprint what the run used
     store = {"path": str(chroma.path), "backend": "server", "server": {"host": "127.0.0.1", "port": chroma.port}}
     params["build_kb"]["store"].update(store)
     params["build_kb"]["embedder"]["path"] = str(minilm_dir())

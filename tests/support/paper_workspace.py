@@ -1,6 +1,7 @@
-"""A work folder laid out like the project, with the paper profile's params aimed at simulated servers.
+"""A work folder laid out like the project, with the paper profile's params aimed at simulated
+servers (the paper-scale benchmark and the Slurm tests).
 
-``make_workspace(work, urls=..., fraction=...)`` creates ``work/project`` whose ``data/`` inputs
+``make_workspace(work)`` creates ``work/project`` whose ``data/`` inputs
 and ``configs/`` link to this checkout's (outputs, caches and reports stay inside ``work``), and
 ``work/shared`` linking to the real public data when the checkout has ``../shared`` (the same
 relative path the params use). ``paper_params(...)`` is ``configs/profiles/paper.yaml`` laid over
@@ -8,7 +9,9 @@ relative path the params use). ``paper_params(...)`` is ``configs/profiles/paper
 
 - every backend of the three teams, the GLM-4 roles of RAM2C included, sent to the simulated
   servers (``base_urls``), no API key, ``max_retries`` kept;
-- one request cache per team (a kill of one stage leaves the others' alone), progress bars off;
+- one request cache per team (a kill of one stage leaves the others' alone), progress bars off,
+  ``llm.sampling.seed: 0`` (a sampled re-ask is then the same request in every run, so two runs,
+  a sharded one and a killed-then-resumed one can be compared file by file);
 - item counts scaled by ``fraction`` (1.0: the paper's: 3,500 dialogues, 100 sentences per KGC
   dataset, the whole tagging evaluation and generation splits);
 - the knowledge base built with the offline embedder and its retrieval score left out
@@ -17,8 +20,6 @@ relative path the params use). ``paper_params(...)`` is ``configs/profiles/paper
 
 from __future__ import annotations
 
-import copy
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -34,15 +35,16 @@ TAGGING_EVALUATION_PAIRS = 72  # the demo set's evaluation split (data/tagging/d
 TAGGING_GENERATION_PAIRS = 36
 
 
-def make_workspace(work: Path) -> Path:
-    """``work/project`` (see the module docstring); returns it. Idempotent."""
+def make_workspace(work: Path, *, shared: Path | None = None) -> Path:
+    """``work/project`` (see the module docstring); returns it. Idempotent. ``shared``: the public
+    data folder to link as ``work/shared`` (default: the checkout's ``../shared`` when it exists)."""
     project = work / "project"
     (project / "data").mkdir(parents=True, exist_ok=True)
     for name in LINKED:
         link = project / name
         if not link.exists():
             link.symlink_to(PROJECT / name, target_is_directory=True)
-    shared = PROJECT.parent / "shared"
+    shared = shared or PROJECT.parent / "shared"
     if shared.is_dir() and not (work / "shared").exists():
         (work / "shared").symlink_to(shared.resolve(), target_is_directory=True)
     return project
@@ -71,6 +73,7 @@ def paper_params(
         llm["default"] = _aim(llm["default"], urls[team], concurrency)
         llm["roles"] = {role: _aim(spec, urls[team], concurrency) for role, spec in (llm.get("roles") or {}).items()}
         llm["cache"] = f"data/cache/{team}.sqlite"
+        llm.setdefault("sampling", {})["seed"] = 0  # sampled re-asks reproducible (docs/runtime.md)
         section["progress"] = False
     params["ram2c"]["dialogues"] = max(1, round(params["ram2c"]["dialogues"] * fraction))
     for dataset in params["kgc"]["datasets"]:
@@ -102,11 +105,3 @@ def scaled_counts(params: dict[str, Any]) -> dict[str, Any]:
         "tagging": {"evaluation_limit": params["tagging"]["data"]["limit"],
                     "generation_limit": params["tagging"]["split"]["generation_limit"]},
     }
-
-
-def copy_params(params: dict[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(params)
-
-
-def ceil_div(a: int, b: int) -> int:
-    return math.ceil(a / b)

@@ -91,6 +91,9 @@ class SimServer:
         self._routes.extend(routes)
 
     def stats(self) -> dict[str, Any]:
+        """Counts, engine totals and the model; the request log is flushed to disk first."""
+        if self._log is not None:
+            self._log.flush()
         return {
             "name": self.name,
             "url": self.url,
