@@ -161,9 +161,11 @@ class LLM:
             raise
         keep = cacheable(result)
         if key is not None:
-            if keep:
-                await self.cache.aput(key, result)
-            self._settle(key, result if keep else None)
+            try:
+                if keep:
+                    await self.cache.aput(key, result)
+            finally:
+                self._settle(key, result if keep else None)
         self.accounting.record(
             self.role,
             prompt_tokens=result.usage.prompt_tokens,
