@@ -57,6 +57,10 @@ def _run(argv: list[str] | None) -> int:
     args, cfgs = stage_setup_sections("merge_shards", sections, argv, add_arguments=options)
     cfg = cfgs[next(iter(sections))]
     outputs = ShardConfig().outputs(cfg.outputs)  # the folders one run writes
+    if args.team == "ram2c":  # generate_ram2c fingerprints the retrieval it ran: ram2c.n_rewrites over retrieval's
+        from pipelines.ram2c.run import team_retrieval_config
+
+        cfgs = {**cfgs, "retrieval": team_retrieval_config(cfgs["ram2c"], cfgs["retrieval"])}
     fingerprint = params_fingerprint(*cfgs.values())
     with stage_run(f"merge_shards_{args.team}", cfg.model_dump()) as run:
         merged = merge_shard_outputs(outputs, fingerprint=fingerprint, count=args.count)

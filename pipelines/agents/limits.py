@@ -78,6 +78,12 @@ def install(limiter: CallLimiter | None, priority: int = 0) -> None:
     _priority.set(priority)
 
 
+def current() -> tuple[CallLimiter | None, int]:
+    """The current run's limiter (None outside a run) and this task's priority, for callers that
+    take and release a slot themselves (``LLM.chat``: no context-manager object per call)."""
+    return _limiter.get(), _priority.get()
+
+
 @asynccontextmanager
 async def call_slot() -> AsyncIterator[None]:
     """Hold one slot of the current run's limit (no limit outside a run)."""

@@ -7,14 +7,14 @@ same outputs and the same token accounting. Each ``put`` commits on its own, so 
 most the calls in flight.
 
 The event loop never waits on a lock: :meth:`RequestCache.aget` reads on the loop through a
-connection whose busy timeout is zero (a WAL read of one key takes microseconds and is not
-blocked by writers; if it ever reports busy, the read is retried in a thread), and
-:meth:`RequestCache.aput` hands the row to one writer thread, which commits whatever rows are
-waiting in one transaction (so thousands of calls finishing together cost a few commits) with a
-short busy timeout (``timeout_s``); ``aput`` returns once its row is committed. A read or write
-that still finds the file locked by another process is skipped with a warning (a miss repeats
-the call; a skipped write only means a rerun repeats it). A file that is not a SQLite database
-raises :class:`CacheError` naming the file and the fix.
+connection whose busy timeout is zero (a WAL read of one key takes microseconds and is not blocked
+by writers; if it ever reports busy, the read is retried in a thread), and :meth:`RequestCache.aput`
+hands the row to one writer thread (the rows of every call finishing in one turn of the event loop
+together), which commits whatever rows are waiting in one transaction (so thousands of calls
+finishing together cost a few commits) with a short busy timeout (``timeout_s``); ``aput`` returns
+once its row is committed. A read or write that still finds the file locked by another process is
+skipped with a warning (a miss repeats the call; a skipped write only means a rerun repeats it). A
+file that is not a SQLite database raises :class:`CacheError` naming the file and the fix.
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import queue
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from pipelines.llm.types import ChatResult, LLMError, Message, SamplingParams
 
@@ -36,6 +39,60 @@ log = logging.getLogger(__name__)
 
 class CacheError(LLMError):
     """The request cache file cannot be used (not SQLite, damaged); the message names it and the fix."""
+
+
+def _dumps(value: Any) -> str:
+    """The key's JSON form of a value: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+_SCHEMA_TEXT: dict[int, tuple[dict[str, Any], str]] = {}  # id(schema) -> (schema, its _dumps text)
+_SCHEMA_BY_CONTENT: dict[bytes, str] = {}  # orjson bytes of a schema -> its _dumps text
+
+
+def _schema_text(schema: dict[str, Any] | None) -> str:
+    """``_dumps(schema)``, worked out once per schema: an agent sends the same schema object with
+    every call (the entry holds it, so its id is not reused while cached), or an equal one built
+    anew per call (a per-call pydantic model), found by its orjson form (a few microseconds)."""
+    if schema is None:
+        return "null"
+    cached = _SCHEMA_TEXT.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    content = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    text = _SCHEMA_BY_CONTENT.get(content)
+    if text is None:
+        text = _dumps(schema)
+        if len(_SCHEMA_BY_CONTENT) >= 1024:
+            _SCHEMA_BY_CONTENT.clear()
+        _SCHEMA_BY_CONTENT[content] = text
+    if len(_SCHEMA_TEXT) >= 256:
+        _SCHEMA_TEXT.clear()
+    _SCHEMA_TEXT[id(schema)] = (schema, text)
+    return text
+
+
+def _messages_text(messages: list[Message]) -> str:
+    """``_dumps(messages)``; orjson writes the same text for dicts of strings (and lists, bools,
+    ints, None), several times faster; anything else (floats) goes through ``_dumps``."""
+    for message in messages:
+        for value in message.values():
+            if not isinstance(value, str):
+                return _dumps(messages)
+    return orjson.dumps(messages, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _string(value: str) -> str:
+    return orjson.dumps(value).decode()  # the same text as _dumps for a str
+
+
+def _scalar(value: Any) -> str:
+    """``_dumps`` of None, a bool, an int or a float (floats as ``float.__repr__``, as json writes them)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return _dumps(value)
+    if isinstance(value, int):
+        return str(value)
+    return repr(value) if math.isfinite(value) else _dumps(value)
 
 
 def request_key(
@@ -49,21 +106,25 @@ def request_key(
 ) -> str:
     """Stable hex key of one request; any change in model, prompt, sampling, index, attempt or tag changes it.
 
+    The sha256 of ``_dumps({"model", "messages", "params", "sample"[, "attempt"][, "tag"]})``;
     ``attempt`` and ``tag`` enter the key only when set, so the keys of first attempts without a
-    tag are the ones earlier releases wrote (existing caches stay valid).
+    tag are the ones earlier releases wrote (existing caches stay valid). The text is put together
+    from its parts in sorted key order (the schema's text reused across calls, the messages written
+    by orjson, the sampling fields one by one), byte for byte what ``_dumps`` of the whole payload
+    gives (tested).
     """
-    payload: dict[str, Any] = {
-        "model": identity,
-        "messages": messages,
-        "params": params.to_dict(),
-        "sample": sample_index,
-    }
-    if attempt:
-        payload["attempt"] = attempt
+    head = '{"attempt":' + _scalar(attempt) + "," if attempt else "{"
+    parts = [head, '"messages":', _messages_text(messages), ',"model":', _string(identity)]
+    parts += [',"params":{"json_schema":', _schema_text(params.json_schema)]
+    parts += [',"max_tokens":', _scalar(params.max_tokens), ',"n":', _scalar(params.n)]
+    parts += [',"seed":', _scalar(params.seed)]
+    parts += [',"stop":', orjson.dumps(list(params.stop)).decode()]
+    parts += [',"temperature":', _scalar(params.temperature), ',"top_p":', _scalar(params.top_p), "}"]
+    parts += [',"sample":', _scalar(sample_index)]
     if tag:
-        payload["tag"] = tag
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        parts += [',"tag":', _string(tag)]
+    parts.append("}")
+    return hashlib.sha256("".join(parts).encode("utf-8")).hexdigest()
 
 
 def _is_locked(exc: sqlite3.Error) -> bool:
@@ -93,7 +154,9 @@ class RequestCache:
             self._db.close()
             raise self._error(exc) from exc
         self._reader_lock = threading.Lock()
-        self._pending: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending: queue.SimpleQueue = queue.SimpleQueue()  # (rows, loop, futures) or None (stop)
+        self._gathering: dict[asyncio.AbstractEventLoop, tuple[list, list]] = {}  # per loop, this iteration's rows
+        self.in_flight: dict[str, asyncio.Future] = {}  # key -> the reply of a call on its way (LLM.chat)
         self._writer = threading.Thread(target=self._write_loop, name="edumas-cache-writer", daemon=True)
         self._writer.start()
 
@@ -124,7 +187,7 @@ class RequestCache:
             row = db.execute("SELECT result FROM calls WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        result = ChatResult.from_dict(json.loads(row[0]))
+        result = ChatResult.from_dict(orjson.loads(row[0]))
         result.cached = True
         return result
 
@@ -136,7 +199,7 @@ class RequestCache:
 
     def _commit(self, rows: list[tuple[str, ChatResult]]) -> CacheError | None:
         """Write ``rows`` in one transaction; a lock held past the timeout skips them (with a warning)."""
-        data = [(key, r.model, json.dumps(r.to_dict(), ensure_ascii=False)) for key, r in rows]
+        data = [(key, r.model, orjson.dumps(r.to_dict()).decode()) for key, r in rows]
         try:
             with self._lock:
                 try:
@@ -154,21 +217,21 @@ class RequestCache:
         return None
 
     def _write_loop(self) -> None:
-        """The writer thread: commit every row waiting, then wake each row's caller in its own loop."""
+        """The writer thread: commit every row waiting, then wake the callers, once per event loop."""
         while True:
-            batch = [self._pending.get()]
-            while len(batch) < 1024:
+            items = [self._pending.get()]
+            while len(items) < 64:
                 try:
-                    batch.append(self._pending.get_nowait())
+                    items.append(self._pending.get_nowait())
                 except queue.Empty:
                     break
-            stop = any(item is None for item in batch)
-            batch = [item for item in batch if item is not None]
-            if batch:
-                error = self._commit([(key, result) for key, result, _, _ in batch])
+            stop = any(item is None for item in items)
+            items = [item for item in items if item is not None]
+            if items:
+                error = self._commit([row for rows, _, _ in items for row in rows])
                 by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future]] = {}
-                for _, _, loop, future in batch:
-                    by_loop.setdefault(loop, []).append(future)
+                for _, loop, futures in items:
+                    by_loop.setdefault(loop, []).extend(futures)
                 for loop, futures in by_loop.items():
                     try:
                         loop.call_soon_threadsafe(_settle, futures, error)
@@ -187,11 +250,23 @@ class RequestCache:
         return await asyncio.to_thread(self.get, key)
 
     async def aput(self, key: str, result: ChatResult) -> None:
-        """Queue ``result`` for the writer thread and wait until it is committed (or skipped)."""
+        """Hand ``result`` to the writer thread and wait until it is committed (or skipped).
+
+        The rows of every call finishing in one turn of the event loop go over together (one
+        hand-over, so the writer thread wakes once per turn instead of once per call)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._pending.put((key, result, loop, future))
+        gathering = self._gathering.get(loop)
+        if gathering is None:
+            gathering = self._gathering[loop] = ([], [])
+            loop.call_soon(self._hand_over, loop)
+        gathering[0].append((key, result))
+        gathering[1].append(future)
         await future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        rows, futures = self._gathering.pop(loop)
+        self._pending.put((rows, loop, futures))
 
     def __len__(self) -> int:
         with self._lock:

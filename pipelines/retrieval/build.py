@@ -173,7 +173,7 @@ def build_knowledge_base(
     if total_chunks == 0:
         raise KBBuildError("no chunks from any source; check build_kb.sources and build_kb.chunking.min_length")
     embedder = embedder or build_embedder(cfg.embedder)
-    store = KnowledgeStore(root / cfg.store.path, cfg.store.collection_prefix)
+    store = KnowledgeStore.open(cfg.store, root)
     store.recover()
     plans = _plan_kinds(store, embedder.identity, ids)  # step 2
     to_embed = sum(1 for p in plans.values() for i in p.wanted if i not in p.stored)

@@ -97,11 +97,30 @@ class EmbedderConfig(StrictModel):
     sparse: bool = False
 
 
+class ChromaServerConfig(StrictModel):
+    """Where a Chroma server listens (``chroma run --path data/kb --host 0.0.0.0 --port 8000`` on one
+    host of the cluster); ``token_env`` names an environment variable holding a bearer token for a
+    server behind token authentication (never the token itself)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    ssl: bool = False
+    token_env: str | None = None
+
+
 class StoreConfig(StrictModel):
-    """Chroma PersistentClient folder; one collection per kind named ``<prefix><kind>``."""
+    """The knowledge base: one Chroma collection per kind named ``<prefix><kind>``.
+
+    ``backend: persistent`` opens the folder ``path`` in this process (one machine); ``backend:
+    server`` talks to a Chroma server over HTTP (``server``), so many generation shards share one
+    knowledge base without SQLite locking over a network filesystem. ``path`` is then where the
+    server keeps its files (``chroma run --path <path>``) and where build_kb writes the manifest.
+    """
 
     path: str = "data/kb"
     collection_prefix: str = "edumas_"
+    backend: Literal["persistent", "server"] = "persistent"
+    server: ChromaServerConfig = ChromaServerConfig()
 
 
 class QualityConfig(StrictModel):

@@ -33,7 +33,7 @@ def open_retriever(
 ) -> Retriever:
     """A retriever on the store of ``build_cfg``; ``llm`` (role ``query_rewriter``) enables rewrites."""
     store_path = Path(root) / build_cfg.store.path
-    if not store_path.is_dir():
+    if build_cfg.store.backend == "persistent" and not store_path.is_dir():
         raise FileNotFoundError(f"knowledge base {store_path} not found; run `dvc repro build_kb` first")
     rewriter = None
     if llm is not None and retrieval_cfg.n_rewrites > 0:
@@ -47,7 +47,7 @@ def open_retriever(
         )
     reranker = CrossEncoderReranker(retrieval_cfg.rerank) if retrieval_cfg.rerank.enabled else None
     return Retriever(
-        KnowledgeStore(store_path, build_cfg.store.collection_prefix),
+        KnowledgeStore.open(build_cfg.store, root),
         embedder or build_embedder(build_cfg.embedder),
         retrieval_cfg,
         rewriter=rewriter,

@@ -1,4 +1,5 @@
-"""The Chroma store: one cosine-space collection per kind under a PersistentClient folder.
+"""The Chroma store: one cosine-space collection per kind under a PersistentClient folder, or on a
+Chroma server (``build_kb.store.backend: server``, chromadb's HttpClient: many shards, one store).
 
 Embeddings are always given by us; collections are created with ``embedding_function=None`` so
 Chroma's default embedding function (which downloads a model) is never constructed, and
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.retrieval.config import KINDS
+from pipelines.retrieval.config import KINDS, ChromaServerConfig, StoreConfig
+from pipelines.stage import StageError
 
 log = logging.getLogger(__name__)
 PARTIAL = "__partial"
@@ -49,14 +52,71 @@ def open_client(path: Path | str):
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False))
 
 
-class KnowledgeStore:
-    """Collections ``<prefix><kind>`` of one Chroma folder."""
+class StoreUnavailable(StageError):
+    """The knowledge base's server cannot be reached (the stage ends with this message, exit code 1)."""
 
-    def __init__(self, path: Path | str, prefix: str = "edumas_", *, page_size: int = 5000):
+
+def open_server_client(server: ChromaServerConfig):
+    """An HttpClient on a running Chroma server; :class:`StoreUnavailable` says how to start one."""
+    import chromadb
+    from chromadb.config import Settings
+
+    headers = {}
+    if server.token_env:
+        token = os.environ.get(server.token_env)
+        if not token:
+            raise StoreUnavailable(
+                f"environment variable {server.token_env} (build_kb.store.server.token_env) is not set"
+            )
+        headers["Authorization"] = f"Bearer {token}"
+    where = f"{'https' if server.ssl else 'http'}://{server.host}:{server.port}"
+    try:
+        client = chromadb.HttpClient(
+            host=server.host,
+            port=server.port,
+            ssl=server.ssl,
+            headers=headers or None,
+            settings=Settings(anonymized_telemetry=False, allow_reset=False),
+        )
+        client.heartbeat()
+    except Exception as exc:  # connection refused, DNS, TLS, HTTP errors: all mean "no usable server"
+        raise StoreUnavailable(
+            f"no Chroma server answers at {where} (build_kb.store.server): {type(exc).__name__}: {exc}; start one "
+            f"with `chroma run --path <build_kb.store.path> --host {server.host} --port {server.port}`, or set "
+            "build_kb.store.backend: persistent"
+        ) from None
+    return client
+
+
+class KnowledgeStore:
+    """Collections ``<prefix><kind>`` of one Chroma folder, or of a Chroma server (``server``)."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        prefix: str = "edumas_",
+        *,
+        page_size: int = 5000,
+        server: ChromaServerConfig | None = None,
+    ):
         self.path = Path(path)
         self.prefix = prefix
         self.page_size = page_size
-        self.client = open_client(self.path)
+        self.server = server
+        self.client = open_server_client(server) if server is not None else open_client(self.path)
+
+    @classmethod
+    def open(cls, cfg: StoreConfig, root: Path | str = ".") -> KnowledgeStore:
+        """The store ``cfg`` names: its folder under ``root``, or its server (``backend: server``)."""
+        server = cfg.server if cfg.backend == "server" else None
+        return cls(Path(root) / cfg.path, cfg.collection_prefix, server=server)
+
+    @property
+    def where(self) -> str:
+        """The folder or the server URL, for messages."""
+        if self.server is None:
+            return str(self.path)
+        return f"{'https' if self.server.ssl else 'http'}://{self.server.host}:{self.server.port}"
 
     def name(self, kind: str) -> str:
         return f"{self.prefix}{kind}"

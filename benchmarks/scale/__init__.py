@@ -1,0 +1,1 @@
+"""The papers' scale on one machine: the parts of ``benchmarks/paper_scale.py`` (docs/scale.md)."""

@@ -1,0 +1,115 @@
+"""16 shards as 16 processes, each against its own simulated server, then the merge.
+
+Each shard runs ``configs/slurm/generate_shards.sbatch`` (the cluster's launch file) with the Slurm
+array variables set, ``VLLM_SERVE`` starting a simulated server on 127.0.0.1:8000 and the params'
+``base_urls`` naming it, as every node of a cluster reaches its own vLLM server. Shards run in
+network namespaces of their own (``unshare -n``, as root), so each one's port 8000 is its own and
+``parallel`` shards run at once; where namespaces are not available, one after another on one port.
+Every shard gets its own copy of the knowledge base folder (a Chroma folder is one machine's).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.scale.runs import PROJECT, folder_bytes, stage_env
+from tests.support.paper_workspace import make_workspace, write_params
+
+PORT = 8000
+
+
+def namespaces_work() -> bool:
+    try:
+        done = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def prepare(work: Path, main: Path, params: dict[str, Any], team: str, *, shared: Path | None = None) -> Path:
+    """The shard project: the main run's models and a copy of its knowledge base, the params aimed at
+    127.0.0.1:8000."""
+    project = make_workspace(work, shared=shared)
+    if not (project / "models").exists():
+        (project / "models").symlink_to(main / "models", target_is_directory=True)
+    if team == "ram2c" and not (project / "data/kb").exists():
+        shutil.copytree(main / "data/kb", project / "data/kb")
+    local = yaml.safe_load(yaml.safe_dump(params))
+    for spec in [local[team]["llm"]["default"], *local[team]["llm"].get("roles", {}).values()]:
+        if spec.get("kind") == "openai":
+            spec["base_urls"] = [f"http://127.0.0.1:{PORT}/v1"]
+    write_params(project, local)
+    return project
+
+
+def run_shards(project: Path, team: str, *, count: int, compression: float, parallel: int) -> dict[str, Any]:
+    """Every shard (see the module docstring), then ``stages.merge_shards``; returns timings."""
+    isolated = namespaces_work()
+    parallel = parallel if isolated else 1
+    stats_dir = project / "logs" / f"shards-{team}"
+    stats_dir.mkdir(parents=True, exist_ok=True)
+    script = PROJECT / "configs/slurm/generate_shards.sbatch"
+
+    def one(index: int) -> dict[str, Any]:
+        serve = (
+            f"{sys.executable} -m tests.support.simserver --port {PORT} --compression {compression:g} "
+            f"--stats {stats_dir / f'server-{index}.json'}"
+        )
+        env = {
+            **stage_env(),
+            "SLURM_ARRAY_TASK_ID": str(index),
+            "SLURM_ARRAY_TASK_COUNT": str(count),
+            "SLURM_SUBMIT_DIR": str(project),
+            "TEAM": team,
+            "PARAMS": "params.yaml",
+            "VENV": str(Path(sys.executable).parent.parent),
+            "VLLM_SERVE": serve,
+            "VLLM_HEALTH_URL": f"http://127.0.0.1:{PORT}/health",
+            "VLLM_WAIT_S": "300",
+        }
+        command = ["bash", str(script)]
+        if isolated:
+            command = ["unshare", "-n", "bash", "-c", f"ip link set lo up && exec bash {script}"]
+        start = time.perf_counter()
+        with (stats_dir / f"shard-{index}.log").open("w") as log:
+            process = subprocess.Popen(command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+        return {
+            "shard": index,
+            "returncode": process.returncode,
+            "wall_s": round(time.perf_counter() - start, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        }
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        shards = list(pool.map(one, range(count)))
+    shards_wall = time.perf_counter() - start
+    merge_start = time.perf_counter()
+    with (stats_dir / "merge.log").open("w") as log:
+        merged = subprocess.run(
+            [sys.executable, "-m", "stages.merge_shards", "--team", team, "--params", "params.yaml"],
+            cwd=project, env=stage_env(), stdout=log, stderr=subprocess.STDOUT,
+        )
+    return {
+        "count": count,
+        "isolated_namespaces": isolated,
+        "parallel": parallel,
+        "shards": shards,
+        "failed_shards": [s["shard"] for s in shards if s["returncode"] != 0],
+        "shards_wall_s": round(shards_wall, 1),
+        "merge_returncode": merged.returncode,
+        "merge_wall_s": round(time.perf_counter() - merge_start, 1),
+        "shard_folders_bytes": folder_bytes(project / "data/generated" / team / "shards"),
+    }
