@@ -46,7 +46,7 @@ from benchmarks.scale.projection import project as project_costs  # noqa: E402
 from benchmarks.scale.runs import critical_path_bound, items_of, llm_window, output_bytes, run_stage  # noqa: E402
 from benchmarks.scale.sharded import prepare, run_shards  # noqa: E402
 from pipelines.io import write_json_atomic  # noqa: E402
-from tests.support.paper_workspace import TEAMS, make_workspace, paper_params, scaled_counts, write_params  # noqa: E402
+from tests.support.paper_workspace import TEAMS, make_workspace, paper_params, scaled_counts, served_names, write_params  # noqa: E402
 from tests.support.simserver import EngineModel, SimCluster  # noqa: E402
 
 STEPS = ("setup", "runs", "rss", "datasets", "shards", "kill", "project")
@@ -263,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     needs_servers = [s for s in steps if s not in ("project", "datasets", "shards")]
     cluster = None
     if needs_servers:
-        cluster = SimCluster(servers=args.servers, compression=args.compression, log_dir=bench.log_dir).start()
+        names = served_names(bench.params([], args.fraction))
+        cluster = SimCluster(servers=args.servers, compression=args.compression, log_dir=bench.log_dir,
+                             served_model_name=names).start()
     try:
         for step in steps:
             begin = time.perf_counter()

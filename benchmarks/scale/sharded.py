@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from benchmarks.scale.runs import PROJECT, folder_bytes, stage_env
-from tests.support.paper_workspace import make_workspace, write_params
+from tests.support.paper_workspace import make_workspace, served_names, write_params
 
 PORT = 8000
 
@@ -58,11 +58,12 @@ def run_shards(project: Path, team: str, *, count: int, compression: float, para
     stats_dir = project / "logs" / f"shards-{team}"
     stats_dir.mkdir(parents=True, exist_ok=True)
     script = PROJECT / "configs/slurm/generate_shards.sbatch"
+    names = " ".join(served_names(yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))))
 
     def one(index: int) -> dict[str, Any]:
         serve = (
             f"{sys.executable} -m tests.support.simserver --port {PORT} --compression {compression:g} "
-            f"--stats {stats_dir / f'server-{index}.json'}"
+            f"--stats {stats_dir / f'server-{index}.json'} --served-model-name {names}"
         )
         env = {
             **stage_env(),

@@ -55,9 +55,9 @@ def test_report_of_the_recorded_smoke_run(tmp_path, monkeypatch, caplog):
                         rf"{params_digest(params)}\.", stamp), stamp  # fmt: skip
     assert "Trace browser: [traces.html](traces.html)" in md
 
-    # the tagging Model column names the model the systems ran on, not the stage
+    # the tagging Model column names the model the systems ran on, not the stage, in the Base row
     backbone = metrics("generate_tagging")["systems"]["team"]["backbone"]
-    assert re.search(rf"^\| Accuracy \| {backbone} \|", md, re.M)
+    assert re.search(rf"^\| Accuracy \| Base \| {backbone} \|", md, re.M)
     # KGC columns from the project's demo sentences say so (the smoke profile reads data/kgc/*)
     assert "| Model | conllpp demo set | duie2 demo set |" in md
     assert "conllpp (demo set data/kgc/ner_en.conll, 1 sentences)" in md

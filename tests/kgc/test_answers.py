@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pipelines.agents import ParseError
 from pipelines.kgc.agents.experts import make_expert
@@ -164,11 +163,12 @@ def test_longest_admitted_reply_fits_max_tokens_for_every_dataset(tokenizer, mon
     """For each dataset of params.yaml (the demo fallbacks when ../shared is absent): the longest
     reply its bounded schema admits (with a reason, as in collaboration rounds) is a valid answer for
     xgrammar and, with its EOS, is no longer than the task's max_tokens: it closes, it is never cut."""
+    from pipelines.config import load_section
     from pipelines.kgc.config import KGCConfig
     from pipelines.kgc.run import read_data
 
     monkeypatch.chdir(ROOT)
-    cfg = KGCConfig.model_validate(yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["kgc"])
+    cfg = load_section("kgc", KGCConfig, ROOT / "params.yaml")
     evaluated, pools, schemas, data = read_data(cfg, ROOT)
     assert data["datasets"]
     for name in data["datasets"]:

@@ -117,7 +117,7 @@ def test_servers_in_their_own_process_and_a_team_stage_against_them(tmp_path, mo
     from stages.generate_kgc import main
 
     demo = ROOT / "data/kgc"
-    with SimCluster(servers=2, compression=100, log_dir=tmp_path / "logs") as cluster:
+    with SimCluster(servers=2, compression=100, log_dir=tmp_path / "logs", served_model_name=["qwen"]) as cluster:
         assert len(cluster.urls) == 2
         stats = json.loads(urllib.request.urlopen(cluster.urls[1].removesuffix("/v1") + "/sim/stats").read())
         assert stats["name"] == "sim-1" and stats["model"]["compression"] == 100

@@ -26,7 +26,7 @@ import yaml
 from pipelines.profiles import apply_profile, load_profile
 from tests.shard_checks import assert_same_outputs
 from tests.support.chroma_server import ChromaServer, chroma_command, free_port
-from tests.support.paper_workspace import make_workspace, paper_params, write_params
+from tests.support.paper_workspace import make_workspace, paper_params, served_names, write_params
 from tests.support.simserver import SimCluster
 from tests.support.slurm_cluster import SlurmCluster, ensure_slurm
 from tests.tiny_models import minilm_dir, tiny_qwen2
@@ -77,11 +77,14 @@ def test_sharded_generation_array_then_merge_on_slurm(slurm, tmp_path):
     project = make_workspace(tmp_path / "sharded")
     port = free_port()
     with ChromaServer(tmp_path / "kb") as chroma:
-        write_params(project, ram2c_params(project, sim_url=f"http://127.0.0.1:{port}/v1", chroma=chroma))
+        params = ram2c_params(project, sim_url=f"http://127.0.0.1:{port}/v1", chroma=chroma)
+        names = served_names(params)
+        write_params(project, params)
         env = job_env()
         build = slurm.sbatch(["-o", "build_kb-%j.out", "--wrap", f"{sys.executable} -m stages.build_kb"], env=env,
                              cwd=project)
-        serve = f"{sys.executable} -m tests.support.simserver --port {port} --compression 200"
+        serve = f"{sys.executable} -m tests.support.simserver --port {port} --compression 200 " \
+                f"--served-model-name {' '.join(names)}"
         array = slurm.sbatch(
             [f"--dependency=afterok:{build}", "--array=0-1%1", "--cpus-per-task=1", "--gpus-per-node=0",
              "--time=20", str(PROJECT / "configs/slurm/generate_shards.sbatch")],
@@ -109,7 +112,7 @@ def test_sharded_generation_array_then_merge_on_slurm(slurm, tmp_path):
         # one run of the same params against the same two servers, outside Slurm
         one = make_workspace(tmp_path / "one")
         write_params(one, yaml.safe_load(read(project, "params.yaml")))
-        with SimCluster(servers=1, compression=200, port=port):
+        with SimCluster(servers=1, compression=200, port=port, served_model_name=names):
             from stages.generate_ram2c import main
 
             cwd = Path.cwd()

@@ -7,8 +7,9 @@ and ``configs/`` link to this checkout's (outputs, caches and reports stay insid
 relative path the params use). ``paper_params(...)`` is ``configs/profiles/paper.yaml`` laid over
 ``params.yaml`` (through :func:`pipelines.profiles.apply_profile`, as ``--write`` does), with:
 
-- every backend of the three teams, the GLM-4 roles of RAM2C included, sent to the simulated
-  servers (``base_urls``), no API key, ``max_retries`` kept;
+- every backend of the three teams (the top-level ``llm.default`` made each team's own), the GLM-4
+  roles of RAM2C included, sent to the simulated servers (``base_urls``), no API key, ``max_retries``
+  kept; :func:`served_names` lists the model names the servers must then serve;
 - one request cache per team (a kill of one stage leaves the others' alone), progress bars off,
   ``llm.sampling.seed: 0`` (a sampled re-ask is then the same request in every run, so two runs,
   a sharded one and a killed-then-resumed one can be compared file by file);
@@ -70,7 +71,7 @@ def paper_params(
         section = params[team]
         llm = section["llm"]
         concurrency = int(section.get("concurrency", 256))
-        llm["default"] = _aim(llm["default"], urls[team], concurrency)
+        llm["default"] = _aim(llm.get("default") or params["llm"]["default"], urls[team], concurrency)
         llm["roles"] = {role: _aim(spec, urls[team], concurrency) for role, spec in (llm.get("roles") or {}).items()}
         llm["cache"] = f"data/cache/{team}.sqlite"
         llm.setdefault("sampling", {})["seed"] = 0  # sampled re-asks reproducible (docs/runtime.md)
@@ -84,6 +85,14 @@ def paper_params(
         params["tagging"]["split"]["generation_limit"] = max(1, round(TAGGING_GENERATION_PAIRS * fraction))
     params["build_kb"]["quality"]["enabled"] = False
     return params
+
+
+def served_names(params: dict[str, Any]) -> list[str]:
+    """The model names the teams' backends ask for: what the simulated servers must serve
+    (``--served-model-name``), as the real vLLM servers would."""
+    specs = [spec for team in TEAMS for spec in [params[team]["llm"]["default"],
+                                                 *(params[team]["llm"].get("roles") or {}).values()]]
+    return sorted({spec["model"] for spec in specs if spec.get("kind") == "openai"})
 
 
 def write_params(project: Path, params: dict[str, Any], name: str = "params.yaml") -> Path:

@@ -46,6 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-dir", default=None, help="one request log (JSON lines) per server here")
     parser.add_argument("--stats", default=None, help="write the servers' stats here (JSON) on exit")
+    parser.add_argument("--served-model-name", nargs="+", default=["simulated"],
+                        help="the model names GET /v1/models lists (as vllm serve's flag)")
     parser.add_argument("--url-file", default=None, help="also write the base URLs here, one per line")
 
 
@@ -63,7 +65,8 @@ def servers_from(args: argparse.Namespace) -> list[SimServer]:
         faults = Faults(args.rate_429, args.rate_5xx, args.retry_after_s, args.max_waiting, seed=args.seed + i)
         log = Path(args.log_dir) / f"server-{i}.jsonl" if args.log_dir else None
         port = args.port + i if args.port else 0
-        out.append(SimServer(model, faults=faults, host=args.host, port=port, log_path=log, name=f"sim-{i}"))
+        out.append(SimServer(model, faults=faults, host=args.host, port=port, log_path=log, name=f"sim-{i}",
+                             served_model_names=tuple(args.served_model_name)))
     return out
 
 
@@ -111,6 +114,8 @@ class SimCluster:
             flag = "--" + key.replace("_", "-")
             if value is True:
                 argv.append(flag)
+            elif isinstance(value, (list, tuple)):
+                argv += [flag, *map(str, value)]
             elif value not in (None, False):
                 argv += [flag, str(value)]
         self.argv = argv

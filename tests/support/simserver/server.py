@@ -59,6 +59,7 @@ class SimServer:
         log_path: Path | str | None = None,
         name: str = "sim",
         prefix_cache_tokens: int = 400_000,
+        served_model_names: tuple[str, ...] = ("simulated",),
     ):
         self.model = model or EngineModel()
         self.faults = faults or Faults()
@@ -66,6 +67,7 @@ class SimServer:
         cache = PrefixCache(prefix_cache_tokens) if self.model.prefix_caching else None
         self.completer = Completer(reply=reply, prefix_cache=cache)
         self.host, self.port, self.name = host, port, name
+        self.served_model_names = tuple(served_model_names)  # GET /v1/models, as vllm's --served-model-name
         self.log_path = Path(log_path) if log_path else None
         self._log: IO[bytes] | None = None
         self._rng = random.Random(self.faults.seed)
@@ -162,7 +164,8 @@ class SimServer:
         return None
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "simulated", "object": "model"}]})
+        data = [{"id": name, "object": "model"} for name in self.served_model_names]
+        return web.json_response({"object": "list", "data": data})
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
