@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import pipelines.agents  # noqa: E402, F401  (loaded by every stage before its first call; the client imports it lazily)
 from pipelines.llm.cache import RequestCache  # noqa: E402
 from pipelines.llm.client import LLM  # noqa: E402
 from pipelines.llm.loopback_process import loopback_spec  # noqa: E402
