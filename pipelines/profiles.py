@@ -2,12 +2,16 @@
 
 A profile names only the keys it changes; every key must exist in the params it is applied to
 (a typo is an error naming the key), dicts merge key by key and any other value (lists included)
-replaces the value it names. An empty mapping in params (``llm.roles: {}``) and a backend spec (a
-mapping with ``kind``, e.g. ``llm.default``) take the profile's mapping whole. Two ways to use one::
+replaces the value it names. An empty mapping in params (``llm.roles: {}``), a backend spec (a
+mapping with ``kind``, e.g. ``llm.default``) and a training run (a mapping with ``method``) take the
+profile's mapping whole. A training preset (``configs/training/<preset>.yaml``, one run under
+``train:``) is a profile too: it becomes ``train.<method>`` whole (:mod:`pipelines.training.presets`).
+Two ways to use one::
 
     python -m pipelines.profiles smoke --run             # dvc exp run -S key=value ... (one experiment)
     python -m pipelines.profiles smoke --write DIR/params.yaml   # the merged params file (CI's smoke run)
     python -m pipelines.profiles smoke served --print    # several profiles, laid over in order
+    python -m pipelines.profiles paper configs/training/ram2c_dpo_qwen1.5-4b.yaml --write params.yaml
 
 ``--print`` shows the ``dvc exp run`` command instead of running it. ``served`` is the one-line
 backend switch: the top-level ``llm`` every section inherits, on an OpenAI-compatible server.
@@ -29,6 +33,7 @@ from typing import Any
 import yaml
 
 from pipelines.config import ConfigError
+from pipelines.training.presets import is_preset, is_run_section, preset_profile
 
 PROFILES_DIR = Path("configs/profiles")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./\-]*$")  # strings the override grammar reads unquoted
@@ -43,7 +48,14 @@ def load_profile(name: str, *, root: Path | str = ".") -> dict[str, Any]:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a profile is a mapping of params sections to the values it changes")
+    if is_preset(data):  # a training preset: the whole train.<method> section
+        return preset_profile(data, source=str(path))
     return data
+
+
+def _replaces_whole(value: Mapping[str, Any]) -> bool:
+    """A backend spec (``kind``) or a training run (``method``): laid over as one value, never merged."""
+    return "kind" in value or is_run_section(value)
 
 
 def apply_profile(
@@ -58,7 +70,7 @@ def apply_profile(
             known = ", ".join(merged)
             raise ConfigError(f"profile key {dotted!r} is not in params.yaml; fix the profile (keys there: {known})")
         target = merged.get(key)
-        if isinstance(value, Mapping) and isinstance(target, Mapping) and target and "kind" not in value:
+        if isinstance(value, Mapping) and isinstance(target, Mapping) and target and not _replaces_whole(value):
             merged[key] = apply_profile(target, value, where=f"{dotted}.", strict=strict)
         else:
             merged[key] = copy.deepcopy(value)
@@ -108,7 +120,7 @@ def set_flags(profile: Mapping[str, Any], params: Mapping[str, Any] | None = Non
         mapping = isinstance(value, Mapping) and value
         if params is not None and (target is _ABSENT or (isinstance(target, Mapping) and not target)):
             flags.append(f"+{dotted}={_hydra_value(value)}")
-        elif mapping and isinstance(target, Mapping) and "kind" in value:
+        elif mapping and isinstance(target, Mapping) and _replaces_whole(value):
             flags += [f"~{dotted}", f"+{dotted}={_hydra_value(value)}"]
         elif mapping:
             flags.extend(set_flags(value, target if isinstance(target, Mapping) else None, where=f"{dotted}."))

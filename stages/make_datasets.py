@@ -1,7 +1,9 @@
 """DVC stage ``make_datasets``: merge, deduplicate, length-filter and split the generated SFT and DPO
 rows into ``datasets`` folders with a data card.
 
-Params: ``make_datasets`` (see :class:`pipelines.training.dataset_builder.MakeDatasetsConfig`).
+Params: ``make_datasets`` (see :class:`pipelines.training.dataset_builder.MakeDatasetsConfig`) and the
+train sections its ``targets`` name (``train.sft``, ``train.dpo``): each dataset is length-filtered with
+the tokenizer, family and ``max_length`` of the run it feeds.
 Outs: ``<output_dir>/sft``, ``<output_dir>/dpo`` (DatasetDict train/eval), ``<output_dir>/data_card.json``
 and ``DATA_CARD.md``; ``reports/make_datasets/rejected.jsonl`` (bad or too long rows, with reasons);
 metrics: ``reports/make_datasets/metrics.json`` (counts per dataset, split and source; missing inputs).
@@ -16,6 +18,7 @@ from pathlib import Path
 from pipelines.stage import run_stage, stage_setup, write_metrics
 from pipelines.tracking import stage_run
 from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
+from pipelines.training.dataset_targets import targets_from_params
 from pipelines.training.families import FamilyError
 
 log = logging.getLogger("edumas")
@@ -23,9 +26,11 @@ log = logging.getLogger("edumas")
 
 def _run(argv: list[str] | None) -> int:
     args, cfg = stage_setup("make_datasets", "make_datasets", MakeDatasetsConfig, argv)
-    with stage_run("make_datasets", cfg.model_dump()) as run:
+    targets = targets_from_params(cfg.targets, args.params, output_dir=cfg.output_dir)
+    config = cfg.model_dump() | {"resolved_targets": {kind: t.model_dump() for kind, t in targets.items()}}
+    with stage_run("make_datasets", config) as run:
         try:
-            metrics = build_datasets(cfg)
+            metrics = build_datasets(cfg, targets)
         except (FileNotFoundError, FamilyError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

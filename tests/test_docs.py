@@ -106,24 +106,46 @@ def params() -> dict:
     return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
 
 
+def _lookup(scope: dict, dotted: str):
+    node = scope
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def _resolved(text: str, scope: dict) -> str:
+    """``text`` with dvc.yaml's ``${...}`` interpolations taken from ``scope`` (params, ``item``, ``key``)."""
+    return re.sub(r"\$\{([^}]+)\}", lambda m: str(_lookup(scope, m.group(1))), text)
+
+
+def _dvc_stage_scopes() -> list[tuple[str, dict, dict]]:
+    """(stage name, its body, interpolation scope) per stage of dvc.yaml, ``foreach`` expanded as DVC does."""
+    found = []
+    for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"].items():
+        if "foreach" not in stage:
+            found.append((name, stage, dict(params())))
+            continue
+        items = stage["foreach"]
+        if isinstance(items, str):  # foreach: ${train} -> the params mapping's keys and values
+            items = _lookup(params(), items.strip("${}"))
+        pairs = items.items() if isinstance(items, dict) else ((item, item) for item in items)
+        found += [(f"{name}@{key}", stage["do"], dict(params(), item=item, key=key)) for key, item in pairs]
+    return found
+
+
 def dvc_outputs() -> list[str]:
-    """Every out, metric and plot path of dvc.yaml (``foreach`` stages expanded)."""
+    """Every out, metric and plot path of dvc.yaml (``foreach`` stages expanded, ``${...}`` from params)."""
     paths = []
-    for stage in yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"].values():
-        body, items = (stage["do"], stage["foreach"]) if "foreach" in stage else (stage, [""])
+    for _, body, scope in _dvc_stage_scopes():
         for kind in ("outs", "metrics", "plots"):
             for entry in body.get(kind, []):
                 name = next(iter(entry)) if isinstance(entry, dict) else entry
-                paths += [name.replace("${item}", item) for item in items]
+                paths.append(_resolved(name, scope))
     return paths
 
 
 def dvc_stages() -> set[str]:
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    names = set()
-    for name, stage in stages.items():
-        names |= {f"{name}@{item}" for item in stage["foreach"]} if "foreach" in stage else {name}
-    return names
+    return {name for name, _, _ in _dvc_stage_scopes()}
 
 
 def check_command(command: str) -> None:

@@ -215,15 +215,27 @@ class TransformersBackend:
             tokenizer_source = spec.model
             if spec.adapter and (Path(spec.adapter) / "tokenizer_config.json").exists():
                 tokenizer_source = spec.adapter  # a fine-tune may ship its own chat template
+            if spec.trust_remote_code:  # names transformers 5 removed that remote code (MiniCPM) imports
+                from pipelines.training.chat_encoding import install_remote_code_shims
+
+                install_remote_code_shims()
             tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=spec.trust_remote_code)
+            if spec.trust_remote_code:  # ChatGLM3's remote _pad takes no padding_side (it pads left, as here)
+                from pipelines.training.chat_encoding import patch_left_only_pad
+
+                patch_left_only_pad(tokenizer)
             if not tokenizer.chat_template:
                 raise LLMError(f"tokenizer of {tokenizer_source} has no chat template; use an instruct model")
             tokenizer.padding_side = "left"
             if tokenizer.pad_token_id is None:
                 tokenizer.pad_token = tokenizer.eos_token
-            model = AutoModelForCausalLM.from_pretrained(
-                spec.model, dtype=dtype, trust_remote_code=spec.trust_remote_code
-            )
+            if spec.trust_remote_code:  # remote code adapted to transformers 5 as training loads it (MiniCPM's
+                # rotary buffers recomputed, ChatGLM3's post_init, GenerationMixin on every load)
+                from pipelines.training.remote_code import load_remote_aware
+
+                model = load_remote_aware(spec.model, trust_remote_code=True, dtype=dtype)
+            else:
+                model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=dtype)
             if spec.adapter:
                 from peft import PeftModel
 

@@ -11,9 +11,20 @@ def render_data_card(card: dict[str, Any]) -> str:
     lines = [
         "# Training datasets",
         "",
-        f"Tokenizer for the length filter: `{card['tokenizer']}` (family {card['family']}), "
-        f"max_length {card['max_length']} tokens; split seed {card['seed']}, eval fraction {card['eval_fraction']}; "
-        f"deduplication {'on' if card['deduplicate'] else 'off'}.",
+        f"Split seed {card['seed']}, eval fraction {card['eval_fraction']}; "
+        f"deduplication {'on' if card['deduplicate'] else 'off'}. "
+        "Each dataset is length-filtered for the run it feeds:",
+        "",
+        "| dataset | built for | tokenizer (length filter) | family | max_length | tokenizer sha256 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind, target in card["targets"].items():
+        fingerprint = f"`{target['tokenizer_sha256'][:16]}…`" if target["tokenizer_sha256"] else "(no rows measured)"
+        lines.append(
+            f"| {kind} | `{target['section']}` | `{target['tokenizer']}` | {target['family']} | "
+            f"{target['max_length']} | {fingerprint} |"
+        )
+    lines += [
         "",
         "## Inputs",
         "",

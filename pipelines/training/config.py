@@ -4,13 +4,19 @@ Cross-field rules (each a clear config error): a LoRA/QLoRA DPO run takes its re
 base model with the adapter disabled, so ``dpo.reference_model`` must stay empty; ``merge`` needs
 an adapter; ``packing`` applies to SFT only and needs ``flash_attention_2`` (padding-free packing:
 with sdpa or eager the packed samples would attend to each other).
+
+Folders follow one convention (:func:`convention_paths`), so a run names only its model and recipe:
+base models in ``models/base/<name>``; the run of method ``<m>`` (``sft`` or ``dpo``) reads
+``data/train/<m>`` and ``data/train/data_card.json`` and writes ``models/<m>/{checkpoints,final,merged}``
+and ``reports/train/<m>``. A key left out (or null) takes its conventional value; params.yaml and
+the sections a preset writes there (:mod:`pipelines.training.presets`) spell them out for ``dvc.yaml``.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -65,14 +71,28 @@ class TrackingSettings(StrictModel):
     report_to: Literal["wandb", "none"] = "wandb"
 
 
+BASE_MODELS_DIR = "models/base"  # base model folders: models/base/<name> (prepare_models, or downloaded there)
+DATASETS_DIR = "data/train"  # make_datasets.output_dir: <DATASETS_DIR>/<method>, <DATASETS_DIR>/data_card.json
+
+
+def convention_paths(method: str) -> dict[str, str]:
+    """Where the run of ``method`` reads its dataset and writes its model and reports."""
+    return {
+        "dataset": f"{DATASETS_DIR}/{method}",
+        "data_card": f"{DATASETS_DIR}/data_card.json",
+        "output_dir": f"models/{method}",
+        "reports_dir": f"reports/train/{method}",
+    }
+
+
 class TrainConfig(StrictModel):
     method: Literal["sft", "dpo"]
     model: str
     family: str = "auto"
     trust_remote_code: bool | None = None
-    dataset: str
-    data_card: str | None = "data/train/data_card.json"
-    output_dir: str
+    dataset: str  # filled from convention_paths(method) when left out
+    data_card: str | None = f"{DATASETS_DIR}/data_card.json"  # null: no card (nothing checked)
+    output_dir: str  # filled from convention_paths(method) when left out
     tuning: Literal["lora", "qlora", "full"] = "lora"
     lora: LoraSettings = LoraSettings()
     sft: SFTSettings = SFTSettings()
@@ -91,6 +111,15 @@ class TrainConfig(StrictModel):
     merge: bool = False
     reports_dir: str | None = None
     tracking: TrackingSettings = TrackingSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _conventional_folders(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("method") in ("sft", "dpo"):
+            paths = convention_paths(data["method"])  # data_card: null (set) means no card, so only when absent
+            filled = {k: v for k, v in paths.items() if (k not in data if k == "data_card" else data.get(k) is None)}
+            data = {**data, **filled}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

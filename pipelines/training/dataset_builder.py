@@ -1,11 +1,13 @@
 """``make_datasets``: merge, clean and split generated SFT and DPO rows into datasets on disk.
 
-Inputs: the JSONL files listed in :class:`MakeDatasetsConfig.inputs` (shared SFT/DPO formats) and
-the target model's tokenizer. Steps per kind: validate rows (bad rows are counted and written to
-``rejected.jsonl``, never fatal), deduplicate on normalised content, drop rows longer than
-``max_length`` tokens as rendered by the target model's chat template, split train/eval with a
-seeded hash ranking (stable as data grows). The data card records the tokenizer's fingerprint;
-``train`` refuses a dataset filtered with another tokenizer than its model's. Outputs:
+Inputs: the JSONL files listed in :class:`MakeDatasetsConfig.inputs` (shared SFT/DPO formats) and,
+per kind, the target it is built for (:mod:`pipelines.training.dataset_targets`: the model, family and
+``max_length`` of the train section it feeds). Steps per kind: validate rows (bad rows are counted and
+written to ``rejected.jsonl``, never fatal), deduplicate on normalised content, drop rows longer than
+the target's ``max_length`` tokens as rendered by the target model's chat template, split train/eval
+with a seeded hash ranking (stable as data grows). The data card records each kind's target and its
+tokenizer's fingerprint (``targets``); ``train`` refuses a dataset filtered with another tokenizer
+than its model's. Outputs:
 ``<output_dir>/{sft,dpo}`` (``datasets`` DatasetDict with ``train`` and ``eval``) and a data card
 (``data_card.json`` + ``DATA_CARD.md``).
 """
@@ -20,15 +22,17 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from pipelines.config import StrictModel
 from pipelines.io import atomic_open, read_jsonl, write_json_atomic, write_jsonl_atomic
 from pipelines.training.cards import render_data_card
 from pipelines.training.chat_encoding import install_remote_code_shims, tokenizer_fingerprint
+from pipelines.training.dataset_targets import DatasetTarget
 from pipelines.training.families import (
     chat_token_ids,
     detect_family,
@@ -49,17 +53,40 @@ class DatasetInput(StrictModel):
     required: bool = False
 
 
+# Keys of the single-tokenizer layout: each now comes from the train section the dataset feeds.
+MOVED_KEYS = {"tokenizer": "model", "family": "family", "max_length": "max_length"}
+
+
 class MakeDatasetsConfig(StrictModel):
     inputs: list[DatasetInput] = Field(min_length=1)
     output_dir: str = "data/train"
-    tokenizer: str = "models/base/smollm2-135m-instruct"
-    family: str = "auto"
-    max_length: int = Field(default=1024, ge=16)
+    # the train section each dataset is built for: its model's tokenizer, family and max_length measure the rows
+    targets: dict[Literal["sft", "dpo"], str] = Field(default_factory=lambda: {"sft": "train.sft", "dpo": "train.dpo"})
     eval_fraction: float = Field(default=0.1, ge=0.0, le=0.5)
     min_eval_rows: int = Field(default=1, ge=0)
     seed: int = 13
     deduplicate: bool = True
     reports_dir: str = "reports/make_datasets"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        moved = [key for key in MOVED_KEYS if isinstance(data, dict) and key in data]
+        if moved:
+            where = ", ".join(f"make_datasets.{key} -> train.<method>.{MOVED_KEYS[key]}" for key in moved)
+            raise ValueError(
+                f"{', '.join(moved)} moved to the train sections ({where}): each dataset is measured with the "
+                "model, family and max_length of the run it feeds (make_datasets.targets); remove them here and "
+                "set the train section, or lay a preset over it (python -m pipelines.profiles "
+                "configs/training/<preset>.yaml --write params.yaml)"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _every_kind(self) -> MakeDatasetsConfig:
+        if missing := [kind for kind in KINDS if kind not in self.targets]:
+            raise ValueError(f"make_datasets.targets lacks {missing}; name each one's train section (sft: train.sft)")
+        return self
 
 
 def file_sha256(path: Path) -> str:
@@ -106,13 +133,42 @@ def token_length(tokenizer: Any, row: dict[str, Any], kind: str) -> int:
     return max(len(chat_token_ids(tokenizer, conv)) for conv in conversations(row, kind))
 
 
-def load_tokenizer(path: str, family_name: str = "auto"):
+def load_tokenizer(path: str, family_name: str = "auto", trust_remote_code: bool | None = None):
     from transformers import AutoTokenizer
 
     family = detect_family(read_model_type(path), family_name)
+    trust = family.trust_remote_code if trust_remote_code is None else trust_remote_code
     install_remote_code_shims()
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=family.trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
     return prepare_tokenizer(tokenizer, family, stop_ids=model_stop_ids(path)), family
+
+
+class TargetTokenizers:
+    """Each kind's tokenizer, loaded on first use (a kind without rows needs no model folder) and once per model."""
+
+    def __init__(self, targets: Mapping[str, DatasetTarget], given: Mapping[str, Any] | None = None):
+        self.targets = targets
+        given = given or {}
+        self.loaded: dict[str, tuple[Any, str]] = {kind: (tok, targets[kind].family) for kind, tok in given.items()}
+        self._by_model: dict[tuple, tuple[Any, str]] = {}
+
+    def get(self, kind: str) -> Any:
+        if kind not in self.loaded:
+            t = self.targets[kind]
+            key = (t.tokenizer, t.family, t.trust_remote_code)
+            if key not in self._by_model:
+                tokenizer, family = load_tokenizer(t.tokenizer, t.family, t.trust_remote_code)
+                self._by_model[key] = (tokenizer, family.name)
+            self.loaded[kind] = self._by_model[key]
+        return self.loaded[kind][0]
+
+    def card_entry(self, kind: str) -> dict[str, Any]:
+        """The data card's record of what measured ``kind`` (no fingerprint when nothing was measured)."""
+        t = self.targets[kind]
+        tokenizer, family = self.loaded.get(kind, (None, t.family))
+        fingerprint = tokenizer_fingerprint(tokenizer) if tokenizer is not None else None
+        return {"section": t.section, "tokenizer": t.tokenizer, "tokenizer_sha256": fingerprint, "family": family,
+                "max_length": t.max_length}  # fmt: skip
 
 
 def save_dataset_dict(splits: dict[str, list[dict[str, Any]]], kind: str, dest: Path) -> None:
@@ -145,8 +201,13 @@ def save_dataset_dict(splits: dict[str, list[dict[str, Any]]], kind: str, dest: 
     shutil.rmtree(old, ignore_errors=True)
 
 
-def build_datasets(cfg: MakeDatasetsConfig, tokenizer: Any | None = None) -> dict[str, Any]:
-    """Run the whole stage; returns the metrics (also the data card's ``counts``)."""
+def build_datasets(
+    cfg: MakeDatasetsConfig, targets: Mapping[str, DatasetTarget], *, tokenizers: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run the whole stage for ``targets`` (one per kind; ``tokenizers``: already prepared ones by kind);
+    returns the metrics (also the data card's ``counts``)."""
+    if missing_targets := [kind for kind in KINDS if kind not in targets]:
+        raise ValueError(f"no dataset target for {missing_targets}")
     inputs_present = [item for item in cfg.inputs if Path(item.path).exists()]
     missing = [item for item in cfg.inputs if not Path(item.path).exists()]
     required_missing = [item.path for item in missing if item.required]
@@ -159,10 +220,7 @@ def build_datasets(cfg: MakeDatasetsConfig, tokenizer: Any | None = None) -> dic
         )
     for item in missing:
         log.warning("make_datasets: optional input %s is missing; skipped (listed in the data card)", item.path)
-    family_name = cfg.family
-    if tokenizer is None:
-        tokenizer, family = load_tokenizer(cfg.tokenizer, cfg.family)
-        family_name = family.name
+    measure = TargetTokenizers(targets, tokenizers)
 
     card_inputs: list[dict[str, Any]] = [
         {"path": item.path, "kind": item.kind, "exists": False, "required": item.required} for item in missing
@@ -189,8 +247,8 @@ def build_datasets(cfg: MakeDatasetsConfig, tokenizer: Any | None = None) -> dic
                 if cfg.deduplicate and key in seen:
                     stats["duplicates"] += 1
                     continue
-                length = token_length(tokenizer, clean, kind)
-                if length > cfg.max_length:
+                length = token_length(measure.get(kind), clean, kind)
+                if length > targets[kind].max_length:
                     stats["too_long"] += 1
                     rejected.append({"file": item.path, "line": number, "reason": f"{length} tokens > max_length"})
                     continue
@@ -222,10 +280,7 @@ def build_datasets(cfg: MakeDatasetsConfig, tokenizer: Any | None = None) -> dic
         )
 
     card = {
-        "tokenizer": cfg.tokenizer,
-        "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
-        "family": family_name,
-        "max_length": cfg.max_length,
+        "targets": {kind: measure.card_entry(kind) for kind in KINDS},
         "seed": cfg.seed,
         "eval_fraction": cfg.eval_fraction,
         "deduplicate": cfg.deduplicate,

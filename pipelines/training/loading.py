@@ -40,14 +40,18 @@ def check_dataset_tokenizer(cfg: TrainConfig, tokenizer) -> None:
         log.warning("no data card at %s: cannot check which tokenizer filtered %s", card_path, cfg.dataset)
         return
     card = json.loads(card_path.read_text(encoding="utf-8"))
-    recorded = card.get("tokenizer_sha256")
+    entry = (card.get("targets") or {}).get(cfg.method, card)  # older cards: one tokenizer for both datasets
+    recorded = entry.get("tokenizer_sha256")
     if recorded is None:
-        log.warning("data card %s predates tokenizer fingerprints; rerun make_datasets to have it checked", card_path)
+        log.warning("data card %s records no tokenizer fingerprint for %s; rerun make_datasets", card_path, cfg.method)
     elif recorded != tokenizer_fingerprint(tokenizer):
+        built_for = f", built for {entry['section']}" if entry.get("section") else ""
         raise TrainingSetupError(
-            f"{cfg.dataset} was length-filtered with the tokenizer of {card.get('tokenizer')} (family "
-            f"{card.get('family')}), not with train.model {cfg.model}'s: its token counts do not hold for this model. "
-            f"Set make_datasets.tokenizer: {cfg.model} and rerun make_datasets"
+            f"{cfg.dataset} was length-filtered with the tokenizer of {entry.get('tokenizer')} (family "
+            f"{entry.get('family')}{built_for}), not with this run's model {cfg.model}: its token counts do not hold "
+            f"for it. make_datasets measures the {cfg.method} dataset with the model of make_datasets.targets."
+            f"{cfg.method} (train.{cfg.method} by default): set train.{cfg.method}.model: {cfg.model} (a preset: "
+            "python -m pipelines.profiles configs/training/<preset>.yaml --write params.yaml) and rerun make_datasets"
         )
 
 
@@ -195,6 +199,6 @@ def check_rows_end_with_stop(trainer, tokenizer, cfg: TrainConfig) -> None:
     if bad:
         raise TrainingSetupError(
             f"{bad} training answer(s) in {cfg.dataset} do not end with a stop token {sorted(stops)} (cut by "
-            f"max_length {cfg.max_length}, or a chat template without EOS): set make_datasets.max_length to at "
-            "most train.max_length and rerun make_datasets"
+            f"max_length {cfg.max_length}, or a chat template without EOS): rebuild the dataset for this run "
+            "(make_datasets filters with the max_length of the train section in make_datasets.targets)"
         )

@@ -261,21 +261,48 @@ def resume_point(cfg: TrainConfig, trainer, tokenizer, data_sha: str) -> Path | 
     return checkpoint
 
 
+def finished_at(checkpoint: Path, trainer) -> bool:
+    """Whether ``checkpoint`` already holds the run's last step (``max_steps``): then its weights and state
+    are loaded and no step is taken. transformers resumes into the epoch and checks ``max_steps`` only
+    after a step, so a finished run relaunched (a rerun for a changed ``merge``, a deleted ``final/``)
+    would train one step past ``max_steps``. Under DeepSpeed the engine that loads a checkpoint exists
+    only inside ``train()``: there the step is taken, with a warning."""
+    from transformers import TrainerState
+
+    max_steps = trainer.args.max_steps
+    step = checkpoint_step(checkpoint)
+    if max_steps <= 0 or step < max_steps:
+        return False
+    if trainer.is_deepspeed_enabled:
+        log.warning("%s is at step %d of max_steps %d; under DeepSpeed the resumed run takes one more step",
+                    checkpoint, step, max_steps)  # fmt: skip
+        return False
+    trainer._load_from_checkpoint(str(checkpoint))  # the weights (adapter or full) the Trainer would resume
+    trainer.state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+    log.info("%s already holds step %d of max_steps %d: no training step; final/ from its weights",
+             checkpoint, step, max_steps)  # fmt: skip
+    return True
+
+
 def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | None = None, callbacks=None) -> dict:
     """Train (resuming when possible), evaluate, save final artefacts; returns the metrics."""
     data_sha = dataset_hash(cfg.dataset) if Path(cfg.dataset).exists() else ""
     trainer, family, tokenizer = build_trainer(cfg, report_to=report_to, run_name=run_name, callbacks=callbacks)
     checkpoint = resume_point(cfg, trainer, tokenizer, data_sha)
     resumed_from = checkpoint_step(checkpoint) if checkpoint else 0
-    try:
-        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    except HeadParityError as exc:
-        raise TrainingSetupError(str(exc)) from exc
+    if checkpoint and finished_at(checkpoint, trainer):
+        result = None  # the Trainer would take one more step past max_steps before checking it
+    else:
+        try:
+            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        except HeadParityError as exc:
+            raise TrainingSetupError(str(exc)) from exc
     steps_this_run = trainer.state.global_step - resumed_from
-    metrics: dict[str, Any] = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    reported = result.metrics if result is not None else {}
+    metrics: dict[str, Any] = {k: v for k, v in reported.items() if isinstance(v, (int, float))}
     history = loss_history(trainer.state.log_history)
     # HF divides the loss summed over this run's steps by the global step: rescale after a resume
-    if steps_this_run > 0:
+    if steps_this_run > 0 and result is not None:
         train_loss = result.training_loss * trainer.state.global_step / steps_this_run
     else:
         train_loss = sum(h["loss"] for h in history) / len(history) if history else None

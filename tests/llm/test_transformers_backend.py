@@ -341,3 +341,19 @@ def test_smollm2_batched_greedy_decodes_as_alone_in_fewer_generate_calls():
     assert len({r.text for r in batched}) == len(PROMPTS) and all(r.text.strip() for r in batched)
     for result in batched:
         assert (result.finish_reason == "length") == (result.usage.completion_tokens == 8)
+
+
+def test_a_remote_code_model_loads_with_the_training_adaptations(tmp_path):
+    """A tuned (or base) model of a remote-code family loads as training loads it
+    (``pipelines.training.remote_code``): MiniCPM's rotary tables are recomputed after loading, where a
+    plain ``from_pretrained`` under transformers 5 leaves them as uninitialised memory."""
+    import torch
+
+    from tests.standins import _minicpm_modeling_with_shims, tiny_minicpm
+
+    backend = make_backend(tiny_minicpm(tmp_path / "minicpm"), trust_remote_code=True, max_batch_size=2)
+    reference = _minicpm_modeling_with_shims().MiniCPMRotaryEmbedding(16, 512, 10000.0)  # head_dim 64 / 4 heads
+    rotary = backend.model.model.layers[0].self_attn.rotary_emb
+    for name in ("inv_freq", "cos_cached", "sin_cached"):
+        assert torch.equal(getattr(rotary, name), getattr(reference, name)), name
+    assert backend.model.generation_config is not None and backend.model.can_generate()

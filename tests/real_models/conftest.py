@@ -48,17 +48,17 @@ def load_preset(preset: str, model_dir: Path, tmp_path: Path, **overrides) -> di
     import yaml
 
     from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
+    from pipelines.training.dataset_targets import model_targets
 
     data = tmp_path / "data"
     build_datasets(
         MakeDatasetsConfig(
             inputs=[{"path": str(PROJECT_ROOT / "data/demo/ram2c/dpo.jsonl"), "kind": "dpo", "required": True}],
             output_dir=str(data),
-            tokenizer=str(model_dir),
-            max_length=512,
             eval_fraction=0.0,
             reports_dir=str(tmp_path / "reports_data"),
-        )
+        ),
+        model_targets(str(model_dir), max_length=512),
     )
     train = yaml.safe_load((PROJECT_ROOT / "configs/training" / preset).read_text(encoding="utf-8"))["train"]
     train.update(

@@ -133,16 +133,17 @@ def test_sharded_generation_array_then_merge_on_slurm(slurm, tmp_path):
 
 def test_training_job_with_the_smoke_profile_on_cpu(slurm, tmp_path):
     from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
+    from pipelines.training.dataset_targets import model_targets
 
     model = tiny_qwen2(tmp_path / "qwen2", layers=1, hidden=32)
     build_datasets(
         MakeDatasetsConfig(
             inputs=[{"path": str(PROJECT / "data/demo/kgc/sft.jsonl"), "kind": "sft"}],
             output_dir=str(tmp_path / "train"),
-            tokenizer=str(model),
             eval_fraction=0.0,
             reports_dir=str(tmp_path / "reports/make_datasets"),
-        )
+        ),
+        model_targets(str(model)),
     )
     base = yaml.safe_load((PROJECT / "params.yaml").read_text(encoding="utf-8"))
     sft = apply_profile(base, load_profile("smoke", root=PROJECT))["train"]["sft"]

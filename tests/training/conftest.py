@@ -78,6 +78,7 @@ def family_data(tmp_path_factory, family_models) -> dict[str, Path]:
 
 def build_tiny_data(root: Path, model: Path) -> Path:
     from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
+    from pipelines.training.dataset_targets import model_targets
 
     cfg = MakeDatasetsConfig(
         inputs=[
@@ -85,11 +86,10 @@ def build_tiny_data(root: Path, model: Path) -> Path:
             {"path": str(write_jsonl(root / "in" / "dpo.jsonl", DPO_ROWS)), "kind": "dpo"},
         ],
         output_dir=str(root / "train"),
-        tokenizer=str(model),
         eval_fraction=0.0,
         reports_dir=str(root / "reports"),
     )
-    build_datasets(cfg)
+    build_datasets(cfg, model_targets(str(model)))
     return root / "train"
 
 

@@ -196,6 +196,7 @@ def tiny_model_without_eos(tmp_path_factory, tiny_model) -> Path:
 def test_the_last_trained_token_is_eos_with_an_own_template_without_eos(tiny_model_without_eos, tmp_path):
     """Through trl itself: SFT's last label and DPO's chosen/rejected ids end with the EOS id."""
     from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
+    from pipelines.training.dataset_targets import model_targets
     from pipelines.training.run import build_trainer
     from tests.training.conftest import DPO_ROWS, SFT_ROWS, train_config, write_jsonl
 
@@ -207,10 +208,10 @@ def test_the_last_trained_token_is_eos_with_an_own_template_without_eos(tiny_mod
                 {"path": str(write_jsonl(tmp_path / "in" / "dpo.jsonl", DPO_ROWS)), "kind": "dpo"},
             ],
             output_dir=str(data),
-            tokenizer=str(tiny_model_without_eos),
             eval_fraction=0.0,
             reports_dir=str(tmp_path / "reports"),
-        )
+        ),
+        model_targets(str(tiny_model_without_eos)),
     )
     trainer, _, tokenizer = build_trainer(train_config(tiny_model_without_eos, data, tmp_path / "sft", "sft"))
     eos = tokenizer.eos_token_id

@@ -143,18 +143,25 @@ def test_the_data_card_records_the_tokenizer_that_filtered_it(tiny_model, tiny_d
 
     cfg = train_config(tiny_model, tiny_data, Path("x"), "sft")
     card = json.loads((tiny_data / "data_card.json").read_text())
-    assert card["tokenizer_sha256"] == tokenizer_fingerprint(load_tokenizer(cfg, FAMILIES["qwen2"], False))
+    fingerprint = tokenizer_fingerprint(load_tokenizer(cfg, FAMILIES["qwen2"], False))
+    assert card["targets"]["sft"]["tokenizer_sha256"] == card["targets"]["dpo"]["tokenizer_sha256"] == fingerprint
+    assert card["targets"]["sft"] | {"tokenizer_sha256": None} == {
+        "section": None, "tokenizer": str(tiny_model), "tokenizer_sha256": None, "family": "qwen2", "max_length": 1024,
+    }
 
 
 def test_a_dataset_filtered_with_another_tokenizer_is_refused(tiny_model, tiny_data, tmp_path):
     from pipelines.training.run import TrainingSetupError, build_trainer
 
     card = json.loads((tiny_data / "data_card.json").read_text())
-    card.update(tokenizer="models/base/smollm2-135m-instruct", family="llama", tokenizer_sha256="0" * 64)
+    card["targets"]["sft"].update(
+        tokenizer="models/base/smollm2-135m-instruct", family="llama", tokenizer_sha256="0" * 64, section="train.sft"
+    )
     other_card = tmp_path / "data_card.json"
     other_card.write_text(json.dumps(card))
     cfg = train_config(tiny_model, tiny_data, tmp_path / "run", "sft", data_card=str(other_card))
-    with pytest.raises(TrainingSetupError, match=r"smollm2-135m-instruct.*make_datasets\.tokenizer: "):
+    refused = r"smollm2-135m-instruct.*built for train\.sft.*set train\.sft\.model: "
+    with pytest.raises(TrainingSetupError, match=refused):
         build_trainer(cfg)
 
 
@@ -163,7 +170,7 @@ def test_answers_cut_by_max_length_are_refused(tiny_model, tiny_data, tmp_path):
     from pipelines.training.run import TrainingSetupError, build_trainer
 
     cfg = train_config(tiny_model, tiny_data, tmp_path, "dpo", max_length=16)
-    with pytest.raises(TrainingSetupError, match="do not end with a stop token.*make_datasets.max_length"):
+    with pytest.raises(TrainingSetupError, match="do not end with a stop token.*max_length of the train section"):
         build_trainer(cfg)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from pipelines.io import read_jsonl
 from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets, split_rows
+from pipelines.training.dataset_targets import model_targets
 from pipelines.training.rows import RowError, content_key, normalise_row
 from tests.training.conftest import write_jsonl
 
@@ -101,11 +102,12 @@ def test_build_datasets_end_to_end(tmp_path, qwen_tokenizer):
             {"path": str(dpo_path), "kind": "dpo"},
         ],
         output_dir=str(tmp_path / "train"),
-        max_length=200,
         eval_fraction=0.2,
         reports_dir=str(tmp_path / "reports"),
     )
-    metrics = build_datasets(cfg, tokenizer=qwen_tokenizer)
+    targets = model_targets("the-qwen-tokenizer", max_length=200)
+    tokenizers = {"sft": qwen_tokenizer, "dpo": qwen_tokenizer}
+    metrics = build_datasets(cfg, targets, tokenizers=tokenizers)
     assert metrics["counts"]["sft"] | {"by_source": None} == {
         "train": 8,
         "eval": 2,
@@ -139,18 +141,18 @@ def test_build_datasets_end_to_end(tmp_path, qwen_tokenizer):
     assert rejected[0]["reason"].endswith("tokens > max_length") and int(rejected[0]["reason"].split()[0]) > 400
     assert rejected[1]["reason"].startswith("messages: expected a non-empty list") and rejected[1]["row"] == {"oops": 1}
     # same inputs, same outputs: content hashes are deterministic
-    assert build_datasets(cfg, tokenizer=qwen_tokenizer)["sha256"] == metrics["sha256"]
+    assert build_datasets(cfg, targets, tokenizers=tokenizers)["sha256"] == metrics["sha256"]
 
 
 def test_missing_inputs(tmp_path, qwen_tokenizer):
     absent = {"path": str(tmp_path / "none.jsonl"), "kind": "sft"}
     with pytest.raises(FileNotFoundError, match="none of the make_datasets inputs exist"):
-        build_datasets(MakeDatasetsConfig(inputs=[absent], output_dir=str(tmp_path)), tokenizer=qwen_tokenizer)
+        build_datasets(MakeDatasetsConfig(inputs=[absent], output_dir=str(tmp_path)), model_targets("unused"))
     present = {"path": str(write_jsonl(tmp_path / "a.jsonl", [sft(1)])), "kind": "sft"}
     with pytest.raises(FileNotFoundError, match="required make_datasets input"):
         build_datasets(
             MakeDatasetsConfig(inputs=[present, absent | {"required": True}], output_dir=str(tmp_path)),
-            tokenizer=qwen_tokenizer,
+            model_targets("unused"),
         )
 
 
