@@ -52,6 +52,11 @@ class CallLimiter:
                 self.release()  # granted and cancelled at once: pass the slot on
             raise
 
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot (a batch mode's wave is complete when every other call waits on it)."""
+        return len(self._waiters)
+
     def _take(self) -> None:
         self.in_use += 1
         self.peak = max(self.peak, self.in_use)
