@@ -14,6 +14,7 @@ instead of submitting its requests again.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -21,7 +22,10 @@ from pathlib import Path
 
 import orjson
 
+from pipelines.llm.config import OpenAIBackendConfig
 from pipelines.llm.types import ChatResult
+
+log = logging.getLogger(__name__)
 
 
 class BatchJournal:
@@ -100,3 +104,20 @@ class BatchJournal:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def journal_path(spec: OpenAIBackendConfig, *, where: str, cache_path: str | None) -> Path | None:
+    """Where batch mode records its batches: ``batch.journal``, else beside the request cache; None
+    (with a warning) when neither is set: a killed run then submits its calls again."""
+    if spec.batch.journal:
+        return Path(spec.batch.journal)
+    if cache_path:
+        cache = Path(cache_path)
+        return cache.with_name(cache.stem + ".batches.sqlite")
+    log.warning(
+        "%s: mode batch without llm.cache or %s.batch.journal: the batches are not recorded, so a run "
+        "killed while it waits submits its calls again; set llm.cache or batch.journal",
+        where,
+        where,
+    )
+    return None

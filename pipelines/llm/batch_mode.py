@@ -31,16 +31,31 @@ import aiohttp
 import orjson
 
 from pipelines.llm.batch_journal import BatchJournal
-from pipelines.llm.batch_protocol import TERMINAL, ItemOutcome, batch_errors, input_line, parse_output, split
+from pipelines.llm.batch_protocol import (
+    TERMINAL,
+    ItemOutcome,
+    batch_errors,
+    input_line,
+    parse_output,
+    split,
+    upload_form,
+)
 from pipelines.llm.openai_protocol import RETRYABLE_STATUS, server_message
 from pipelines.llm.types import ChatResult, LLMError, Message, SamplingParams
 from pipelines.llm.waves import parked, quiescent
 
 if TYPE_CHECKING:
-    from pipelines.llm.config import OpenAIBackendConfig
     from pipelines.llm.openai_backend import OpenAIBackend
 
 log = logging.getLogger(__name__)
+
+
+class BatchRequestError(LLMError):
+    """A request of the batch protocol failed for good; ``status`` is its HTTP status (0: no reply)."""
+
+    def __init__(self, message: str, *, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -145,7 +160,7 @@ class BatchCollector:
         self.stats["batches"] += 1
         try:
             content = b"".join(i.line for i in items)
-            uploaded = await self._request("POST", f"{url}/files", form=lambda: _form(content))
+            uploaded = await self._request("POST", f"{url}/files", form=lambda: upload_form(content))
             batch = await self._request(
                 "POST",
                 f"{url}/batches",
@@ -171,7 +186,13 @@ class BatchCollector:
         """Poll ``batch_id`` until it ends, then hand out its lines."""
         try:
             while True:
-                batch = await self._request("GET", f"{url}/batches/{batch_id}")
+                try:
+                    batch = await self._request("GET", f"{url}/batches/{batch_id}")
+                except BatchRequestError as exc:
+                    if exc.status and exc.status not in RETRYABLE_STATUS:
+                        raise
+                    log.warning("batch %s: polling failed (%s); polling on", batch_id, exc)  # it runs on regardless
+                    batch = {}
                 if batch.get("status") in TERMINAL:
                     break
                 await asyncio.sleep(self.spec.poll_interval_s)
@@ -197,6 +218,8 @@ class BatchCollector:
                 cid, error=f"batch_{status}: {why}", code=f"batch_{status}", retryable=True
             )
             item = self._items.get(cid)
+            if outcome.result is None and cid in self._attached:
+                continue  # a later batch of an earlier run carries this line too: its outcome counts
             if outcome.result is not None:
                 if item is None:
                     unclaimed[cid] = outcome.result
@@ -273,7 +296,7 @@ class BatchCollector:
                     break
             if attempt < self.backend.spec.max_retries:
                 await asyncio.sleep(self.backend._backoff(attempt, None))
-        raise LLMError(f"{method} {url}: {last}")
+        raise BatchRequestError(f"{method} {url}: {last}", status=status)
 
     async def close(self) -> None:
         if self._loop is asyncio.get_running_loop():
@@ -286,27 +309,3 @@ class BatchCollector:
         if self.journal is not None:
             self.journal.close()
             self.journal = None
-
-
-def journal_path(spec: OpenAIBackendConfig, *, where: str, cache_path: str | None) -> Path | None:
-    """Where batch mode records its batches: ``batch.journal``, else beside the request cache; None
-    (with a warning) when neither is set: a killed run then submits its calls again."""
-    if spec.batch.journal:
-        return Path(spec.batch.journal)
-    if cache_path:
-        cache = Path(cache_path)
-        return cache.with_name(cache.stem + ".batches.sqlite")
-    log.warning(
-        "%s: mode batch without llm.cache or %s.batch.journal: the batches are not recorded, so a run "
-        "killed while it waits submits its calls again; set llm.cache or batch.journal",
-        where,
-        where,
-    )
-    return None
-
-
-def _form(content: bytes) -> aiohttp.FormData:
-    form = aiohttp.FormData()
-    form.add_field("purpose", "batch")
-    form.add_field("file", content, filename="requests.jsonl", content_type="application/jsonl")
-    return form

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import orjson
 
 from pipelines.llm.openai_protocol import RETRYABLE_STATUS, parse_completion
@@ -127,3 +128,11 @@ def batch_errors(batch: dict[str, Any]) -> str:
     if not isinstance(data, list) or not data:
         return "no reason given"
     return "; ".join(str(e.get("message") or e.get("code")) for e in data[:5] if isinstance(e, dict))
+
+
+def upload_form(content: bytes) -> aiohttp.FormData:
+    """The multipart body of ``POST /files`` for a batch input (built anew for every attempt)."""
+    form = aiohttp.FormData()
+    form.add_field("purpose", "batch")
+    form.add_field("file", content, filename="requests.jsonl", content_type="application/jsonl")
+    return form

@@ -118,7 +118,8 @@ class OpenAIBackend:
         self.retries = 0  # attempts beyond the first, over the backend's life
         self.batch = None
         if spec.mode == "batch":
-            from pipelines.llm.batch_mode import BatchCollector, journal_path
+            from pipelines.llm.batch_journal import journal_path
+            from pipelines.llm.batch_mode import BatchCollector
 
             self.batch = BatchCollector(self, journal=journal_path(spec, where=where, cache_path=cache_path))
 
