@@ -219,6 +219,28 @@ def test_a_wave_waits_for_calls_still_in_progress(tmp_path):
     assert all(report.results) and stats["waves"] == 1 and stats["submitted"] == 10
 
 
+def test_a_wave_waits_for_samples_busy_outside_the_llm(tmp_path):
+    """Half the samples work 0.15 s (a retrieval, a sandbox run) before their call: the runner's
+    samples are not all waiting, so the wave waits for them."""
+
+    async def body(server):
+        runtime = LLMRuntime(LLMConfig(default=spec(server.url).model_dump(), cache=None))
+        llm = runtime.for_role("solver", PARAMS)
+
+        async def worker(i, trace):
+            if i % 2:
+                await asyncio.sleep(0.15)
+            return (await llm.chat([{"role": "user", "content": f"solve {i}"}], sample_index=i)).text
+
+        report = await Runner(64, progress=False).run(range(10), worker)
+        stats = dict(runtime.backend_for("solver").batch.stats)
+        await runtime.close()
+        return report, stats
+
+    report, stats = asyncio.run(_serve(body))
+    assert all(report.results) and stats["waves"] == 1 and stats["submitted"] == 10
+
+
 def test_protocol_lines_limits_and_outcomes():
     line = input_line("abc", "/v1/chat/completions", b'{"model":"m","messages":[]}')
     assert json.loads(line) == {
