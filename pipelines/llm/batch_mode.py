@@ -257,6 +257,7 @@ class BatchCollector:
 
     def _resolve(self, item: _Item, result: ChatResult) -> None:
         self._items.pop(item.custom_id, None)
+        result.retried_errors = list(item.errors)  # kept in the agent's trace row
         if not item.future.done():
             item.future.set_result(result)
 

@@ -70,10 +70,19 @@ def test_expired_and_failed_lines_go_into_the_next_batch_and_are_counted(tmp_pat
 
     async def body(server):
         backend = OpenAIBackend(spec(server.url, tmp_path / "j.sqlite"))
-        return await _ask(backend), dict(backend.batch.stats), dict(server.counts)
+        try:
+            results = await asyncio.gather(*(backend.chat(m, PARAMS, key=f"k{i}") for i, m in enumerate(QUESTIONS)))
+        finally:
+            await backend.close()
+        return results, dict(backend.batch.stats), dict(server.counts)
 
-    got, stats, counts = asyncio.run(_serve(body, faults))
+    results, stats, counts = asyncio.run(_serve(body, faults))
+    got = [r.text for r in results]
     assert all(got) and len(got) == 20
+    retried = [r.retried_errors for r in results if r.retried_errors]  # kept for the agents' trace rows
+    assert len(retried) == counts["batch_expired"] + counts["batch_errors"]
+    assert all(len(e) == 1 and e[0].startswith("batch batch-sim-0: ") for e in retried)
+    assert {e[0].split(": ", 1)[1].split(":")[0] for e in retried} == {"batch_expired", "HTTP 500"}
     faulty = counts["batch_expired"] + counts["batch_errors"]
     assert counts["batch_expired"] > 0 and counts["batch_errors"] > 0
     assert (
@@ -239,6 +248,25 @@ def test_a_wave_waits_for_samples_busy_outside_the_llm(tmp_path):
 
     report, stats = asyncio.run(_serve(body))
     assert all(report.results) and stats["waves"] == 1 and stats["submitted"] == 10
+
+
+def test_the_runs_call_limit_bounds_a_wave():
+    """At concurrency 4 a wave holds the 4 calls that have a slot; the others wait for the next."""
+
+    async def body(server):
+        runtime = LLMRuntime(LLMConfig(default=spec(server.url).model_dump(), cache=None))
+        llm = runtime.for_role("solver", PARAMS)
+
+        async def worker(i, trace):
+            return (await llm.chat([{"role": "user", "content": f"solve {i}"}], sample_index=i)).text
+
+        report = await Runner(4, progress=False).run(range(10), worker)
+        stats = dict(runtime.backend_for("solver").batch.stats)
+        await runtime.close()
+        return report, stats, dict(server.counts)
+
+    report, stats, counts = asyncio.run(_serve(body))
+    assert all(report.results) and stats["waves"] == 3 and counts["batch_items"] == 10  # 4 + 4 + 2
 
 
 def test_protocol_lines_limits_and_outcomes():
