@@ -8,7 +8,9 @@ docs/scale.md): the stage's LLM phase (first request to last reply) times the co
 estimate) plus the rest of the stage's wall time as measured here (start-up, models, baselines,
 exports), and beside it the critical-path bound (the busiest server's work at the run's batch). A second column
 prices the same work at 256 sequences per server (concurrency 2,048): the bound at that batch.
-Dollars: the stage's prompt and completion tokens (usage.json) at each API's input and output price.
+Dollars: the stage's prompt and completion tokens (usage.json) at each API's input and output price,
+and beside it at the API's batch price (``batch.share`` of it, as the provider's batch API charges;
+docs/batch.md) for APIs that have one.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ class Rate(StrictModel):
     source: str
 
 
+class BatchPrice(StrictModel):
+    """A provider batch API's price as a share of the online price (OpenAI, GLM: half)."""
+
+    share: float = Field(gt=0, le=1)
+    read: str
+    source: str
+
+
 class Api(StrictModel):
     name: str
     currency: str
@@ -40,6 +50,7 @@ class Api(StrictModel):
     output_per_million: float = Field(ge=0)
     read: str
     source: str
+    batch: BatchPrice | None = None
 
 
 class Gpu(StrictModel):
@@ -59,6 +70,12 @@ class Prices(StrictModel):
         if api.currency not in self.currency_rates:
             raise ValueError(f"benchmarks/prices.yaml: no currency_rates entry for {api.currency} ({api.name})")
         return cost / self.currency_rates[api.currency].per_usd
+
+    def usd_batch(self, api: Api, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """:meth:`usd` at the API's batch price; None for an API without a batch price."""
+        if api.batch is None:
+            return None
+        return self.usd(api, prompt_tokens, completion_tokens) * api.batch.share
 
 
 def load_prices(path: Path = PROJECT / "benchmarks/prices.yaml") -> Prices:
@@ -96,6 +113,11 @@ def project(teams: dict[str, dict[str, Any]], model: EngineModel, prices: Prices
             "bound_hours": team["bound_virtual_s"] / 3600,
             "hours_at_full_batch": full_batch_bound(team, model) / 3600,
             "usd": {a.name: prices.usd(a, usage["prompt_tokens"], usage["completion_tokens"]) for a in prices.apis},
+            "usd_batch": {
+                a.name: prices.usd_batch(a, usage["prompt_tokens"], usage["completion_tokens"])
+                for a in prices.apis
+                if a.batch is not None
+            },
         }
         rows[name] = row
     total = {
@@ -103,6 +125,7 @@ def project(teams: dict[str, dict[str, Any]], model: EngineModel, prices: Prices
         for key in ("calls", "prompt_tokens", "completion_tokens", "hours", "bound_hours", "hours_at_full_batch")
     }
     total["usd"] = {a.name: sum(r["usd"][a.name] for r in rows.values()) for a in prices.apis}
+    total["usd_batch"] = {a.name: sum(r["usd_batch"][a.name] for r in rows.values()) for a in prices.apis if a.batch}
     rows["total"] = total
     return rows
 
@@ -111,6 +134,7 @@ def write_projection(result: dict[str, Any], prices: Prices, out_dir: Path) -> P
     """``scale_projection.{md,json}`` under ``out_dir``; returns the markdown file."""
     rows = result["projection"]
     apis = [a.name for a in prices.apis]
+    batched = [a.name for a in prices.apis if a.batch is not None]
     lines = [
         "# What a paper-scale run costs (projection)",
         "",
@@ -119,9 +143,9 @@ def write_projection(result: dict[str, Any], prices: Prices, out_dir: Path) -> P
         f"profile sets it; item counts: {result['counts_line']}. Produced by `{result['command']}`.",
         "",
         f"| team | calls | prompt tokens | completion tokens | hours on {prices.gpu.name} | bound | at 256 per GPU | "
-        + " | ".join(f"USD {a}" for a in apis)
+        + " | ".join([*(f"USD {a}" for a in apis), *(f"USD {a} batch" for a in batched)])
         + " |",
-        "|---|" + "---:|" * (6 + len(apis)),
+        "|---|" + "---:|" * (6 + len(apis) + len(batched)),
     ]
     for name, row in rows.items():
         cells = [
@@ -132,6 +156,7 @@ def write_projection(result: dict[str, Any], prices: Prices, out_dir: Path) -> P
             f"{row['bound_hours']:.2f}",
             f"{row['hours_at_full_batch']:.2f}",
             *(f"{row['usd'][a]:,.2f}" for a in apis),
+            *(f"{row.get('usd_batch', {}).get(a, 0.0):,.2f}" for a in batched),
         ]
         lines.append(f"| {'**total**' if name == 'total' else name} | " + " | ".join(cells) + " |")
     lines += ["", "Prices (benchmarks/prices.yaml):", ""]
@@ -139,6 +164,11 @@ def write_projection(result: dict[str, Any], prices: Prices, out_dir: Path) -> P
         lines.append(
             f"- {api.name}: {api.input_per_million:g} / {api.output_per_million:g} {api.currency} per million input "
             f"/ output tokens, read {api.read} ({api.source})"
+            + (
+                f"; batch API at {api.batch.share:g} of that, read {api.batch.read} ({api.batch.source})"
+                if api.batch is not None
+                else ""
+            )
         )
     for currency, rate in prices.currency_rates.items():
         lines.append(f"- {rate.per_usd:g} {currency} per USD ({rate.source}, {rate.read})")

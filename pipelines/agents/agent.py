@@ -76,7 +76,9 @@ class AgentRecord(Generic[T]):
     ``calls`` counts LLM requests (retries included); ``usage`` sums their tokens; ``replies``
     keeps every raw reply when there was more than one; ``unparseable`` counts replies that did
     not parse; ``choices`` holds every choice of the last call (``{"text", "parsed", "error"}``)
-    when ``n > 1``; ``error_kind`` is ``"llm"`` (the call failed), ``"parse"`` or None.
+    when ``n > 1``; ``error_kind`` is ``"llm"`` (the call failed), ``"parse"`` or None;
+    ``retried_errors``: what earlier tries of its calls that the backend retried failed with (batch
+    mode's expired or failed lines), in the trace row only when there were any.
     """
 
     agent: str
@@ -96,6 +98,7 @@ class AgentRecord(Generic[T]):
     error_kind: str | None = None
     mode: str = "text"
     tag: str = ""
+    retried_errors: list[str] = field(default_factory=list)
 
     def to_trace(self, sample_id: str, **extra: Any) -> dict[str, Any]:
         """The trace row (shared format: sample_id, agent, role, prompt, reply, parsed, ok, ...)."""
@@ -119,6 +122,8 @@ class AgentRecord(Generic[T]):
             row["tag"] = self.tag
         if len(self.replies) > 1:
             row["replies"] = list(self.replies)
+        if self.retried_errors:
+            row["retried_errors"] = list(self.retried_errors)
         if len(self.choices) > 1:
             row["choices"] = [{**c, "parsed": to_jsonable(c["parsed"])} for c in self.choices]
         row.update({k: to_jsonable(v) for k, v in extra.items()})
@@ -322,6 +327,7 @@ class Agent(Generic[T]):
             record.usage["completion_tokens"] += result.usage.completion_tokens
             record.reply = result.text
             record.replies.append(result.text)
+            record.retried_errors += result.retried_errors
             record.choices = [self._parse_choice(c.text, mode, c.finish_reason, output) for c in result.choices]
             record.unparseable += sum(c["error"] is not None for c in record.choices)
             good = next((c for c in record.choices if c["error"] is None), None)

@@ -36,6 +36,7 @@ class CallLimiter:
         self.peak = 0
         self.done = 0  # slots released: the LLM calls of the run that finished (cache hits hold none)
         self.on_release = on_release  # called after each release (the runner's progress bar)
+        self.active_samples = 0  # samples the runner has started and not finished (batch mode's waves)
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._counter = itertools.count()
 
@@ -51,6 +52,11 @@ class CallLimiter:
             if future.done() and not future.cancelled():
                 self.release()  # granted and cancelled at once: pass the slot on
             raise
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot (a batch mode's wave is complete when every other call waits on it)."""
+        return len(self._waiters)
 
     def _take(self) -> None:
         self.in_use += 1
@@ -70,12 +76,19 @@ class CallLimiter:
 
 _limiter: contextvars.ContextVar[CallLimiter | None] = contextvars.ContextVar("edumas_call_limiter", default=None)
 _priority: contextvars.ContextVar[int] = contextvars.ContextVar("edumas_call_priority", default=0)
+_sample: contextvars.ContextVar[int | None] = contextvars.ContextVar("edumas_call_sample", default=None)
 
 
-def install(limiter: CallLimiter | None, priority: int = 0) -> None:
-    """Make ``limiter`` and ``priority`` current for this task and the tasks it creates."""
+def install(limiter: CallLimiter | None, priority: int = 0, *, sample: int | None = None) -> None:
+    """Make ``limiter``, ``priority`` and the sample's index current for this task and the tasks it creates."""
     _limiter.set(limiter)
     _priority.set(priority)
+    _sample.set(sample)
+
+
+def current_sample() -> int | None:
+    """The index of the runner's sample this task works for (None outside a run)."""
+    return _sample.get()
 
 
 def current() -> tuple[CallLimiter | None, int]:

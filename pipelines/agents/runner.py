@@ -201,16 +201,19 @@ class Runner:
                 admission.release()
 
         async def one(index: int, item: I) -> None:
-            install(self.limiter)  # one priority for all: calls are served in arrival order
+            install(self.limiter, sample=index)  # one priority for all: calls are served in arrival order
             sid = sample_id(item) if sample_id else str(index)
             trace = SampleTrace(sid)
             began = time.perf_counter()
+            self.limiter.active_samples += 1
             try:
                 result, error = await worker(item, trace), None
             except Exception as exc:  # one bad sample never stops the run
                 log.warning("sample %s failed: %s", sid, exc)
                 log.debug("%s", traceback.format_exc())
                 result, error = None, f"{type(exc).__name__}: {exc}"
+            finally:
+                self.limiter.active_samples -= 1
             finished[index] = SampleOutcome(index, sid, result, error, trace.rows, time.perf_counter() - began)
             bar.update(1)
             deliver()

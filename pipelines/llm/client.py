@@ -31,6 +31,7 @@ from pipelines.llm.accounting import Accounting
 from pipelines.llm.cache import RequestCache, request_key
 from pipelines.llm.config import LLMConfig
 from pipelines.llm.types import Backend, ChatResult, LLMError, Message, SamplingParams
+from pipelines.llm.waves import parked
 
 _limits: Any = None
 
@@ -80,6 +81,11 @@ class _YoungGenerationWhileBusy:
 
 
 _busy = _YoungGenerationWhileBusy()
+
+
+def calls_in_progress() -> int:
+    """``LLM.chat`` calls entered and not yet returned, cached ones included (:mod:`pipelines.llm.waves`)."""
+    return _busy.in_flight
 
 
 def cacheable(result: ChatResult) -> bool:
@@ -137,8 +143,9 @@ class LLM:
         self, messages: list[Message], params: SamplingParams, sample_index: int, attempt: int, tag: str
     ) -> ChatResult:
         key = None
-        if self.cache is not None:
+        if self.cache is not None or getattr(self.backend, "wants_request_key", False):
             key = request_key(self.backend.identity, messages, params, sample_index, attempt=attempt, tag=tag)
+        if self.cache is not None:
             hit = await self.cache.aget(key)
             if hit is None:
                 hit = await self._same_call_in_flight(key)
@@ -154,13 +161,13 @@ class LLM:
             done: asyncio.Future = asyncio.get_running_loop().create_future()
             self.cache.in_flight[key] = done
         try:
-            result = await self._call(messages, params)
+            result = await self._call(messages, params, key)
         except BaseException:
-            if key is not None:
+            if self.cache is not None:
                 self._settle(key, None)
             raise
         keep = cacheable(result)
-        if key is not None:
+        if self.cache is not None:
             try:
                 if keep:
                     await self.cache.aput(key, result)
@@ -183,7 +190,8 @@ class LLM:
         pending = self.cache.in_flight.get(key) if self.cache is not None else None
         if pending is None or pending.get_loop() is not asyncio.get_running_loop():
             return None
-        result = await asyncio.shield(pending)
+        with parked():  # waits on another call: a batch mode's wave need not wait for this one
+            result = await asyncio.shield(pending)
         if result is None:
             return None
         copy = ChatResult.from_dict(result.to_dict())
@@ -195,15 +203,19 @@ class LLM:
         if pending is not None and not pending.done():
             pending.set_result(result)
 
-    async def _call(self, messages: list[Message], params: SamplingParams) -> ChatResult:
-        """The backend call in one slot of the run's limit; any failure becomes a counted LLMError."""
+    async def _call(self, messages: list[Message], params: SamplingParams, key: str | None = None) -> ChatResult:
+        """The backend call in one slot of the run's limit; any failure becomes a counted LLMError.
+        A backend with ``wants_request_key`` (batch mode) is given the request's key."""
         limiter, priority = _current_slot()
         try:
             if limiter is not None:
                 await limiter.acquire(priority)
             try:
                 start = time.perf_counter()
-                result = await self.backend.chat(messages, params)
+                if key is not None and getattr(self.backend, "wants_request_key", False):
+                    result = await self.backend.chat(messages, params, key=key)
+                else:
+                    result = await self.backend.chat(messages, params)
                 latency_s = time.perf_counter() - start
             finally:
                 if limiter is not None:
@@ -220,14 +232,15 @@ class LLM:
         return result
 
 
-def build_backend(spec: Any, *, where: str = "llm.default") -> Backend:
-    """Instantiate the backend for one spec (``where`` names it in params for error messages);
-    heavy libraries are imported only when chosen."""
+def build_backend(spec: Any, *, where: str = "llm.default", cache_path: str | None = None) -> Backend:
+    """Instantiate the backend for one spec (``where`` names it in params for error messages;
+    ``cache_path``, the run's ``llm.cache``, places a batch mode's journal beside it); heavy
+    libraries are imported only when chosen."""
     kind = spec.kind
     if kind == "openai":
         from pipelines.llm.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(spec, where=where)
+        return OpenAIBackend(spec, where=where, cache_path=cache_path)
     if kind == "transformers":
         from pipelines.llm.transformers_backend import TransformersBackend
 
@@ -270,7 +283,7 @@ class LLMRuntime:
         key = backend_key(spec)
         if key not in self._backends:
             where = f"llm.roles.{role}" if spec is not self.config.default else "llm.default"
-            self._backends[key] = build_backend(spec, where=where)
+            self._backends[key] = build_backend(spec, where=where, cache_path=self.config.cache)
         return self._backends[key]
 
     def for_role(self, role: str, params: SamplingParams | None = None) -> LLM:

@@ -53,8 +53,37 @@ class _RoleSampling(StrictModel):
     sampling: SamplingConfig | None = None
 
 
+class BatchModeConfig(StrictModel):
+    """``batch``: how ``mode: batch`` uses a provider's batch API (OpenAI's files + batches protocol;
+    docs/batch.md). A wave of calls goes out as one batch when every call in progress waits on a
+    batch (checked every ``settle_s``, twice in a row), or at ``max_wait_s`` after its first call."""
+
+    endpoint: str = Field(
+        "/v1/chat/completions", description="the `url` of each input line and the batch's endpoint (GLM: /v4/...)"
+    )
+    completion_window: str = "24h"
+    poll_interval_s: float = Field(60.0, gt=0, description="seconds between GET /batches/{id} while waiting")
+    settle_s: float = Field(0.05, gt=0, description="how often the collector checks whether the wave is complete")
+    max_wait_s: float = Field(
+        600.0, gt=0, description="a wave is submitted at the latest this long after its first call"
+    )
+    max_requests: int = Field(50_000, ge=1, description="requests per batch at most (OpenAI: 50,000)")
+    max_file_bytes: int = Field(200_000_000, ge=1024, description="input file size per batch at most (OpenAI: 200 MB)")
+    on_item_failure: Literal["batch", "online", "fail"] = Field(
+        "batch",
+        description="expired or retryable failed items: into the next batch, sent online, or failed at once",
+    )
+    max_item_retries: int = Field(2, ge=0, description="times an item is retried before its call fails")
+    journal: str | None = Field(
+        None,
+        description="where batch ids and their request keys are recorded (resume after a kill); None: beside "
+        "llm.cache (<cache>.batches.sqlite); with llm.cache null and no journal a killed run submits again",
+    )
+
+
 class OpenAIBackendConfig(_RoleSampling):
-    """Any OpenAI-compatible server; several ``base_urls`` form one least-loaded pool."""
+    """Any OpenAI-compatible server; several ``base_urls`` form one least-loaded pool. ``mode: batch``
+    sends the calls through the server's batch API instead (``batch`` says how; docs/batch.md)."""
 
     kind: Literal["openai"]
     model: str
@@ -82,6 +111,8 @@ class OpenAIBackendConfig(_RoleSampling):
         description="at start, stop unless the server's /models list holds `model` (a server that lists no "
         "models, or answers no list, is not checked); false for servers whose list leaves out names they serve",
     )
+    mode: Literal["online", "batch"] = "online"
+    batch: BatchModeConfig = BatchModeConfig()
 
     @field_validator("base_urls")
     @classmethod

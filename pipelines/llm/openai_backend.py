@@ -23,6 +23,9 @@ Structured output: ``json_schema`` is sent as ``response_format`` ``json_schema`
 ``"strict": true`` where the schema meets OpenAI's strict rules); a server that refuses it gets
 ``json_object``, then the prompt alone, with one warning per server (the caller's parser still
 validates the reply).
+
+``mode: batch`` sends every call through the server's batch API instead
+(:mod:`pipelines.llm.batch_mode`; docs/batch.md); its journal lies beside ``cache_path``.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class OpenAIBackend:
     ``where`` names the spec in params (``llm.default``, ``llm.roles.<role>``) for error messages.
     """
 
-    def __init__(self, spec: OpenAIBackendConfig, *, where: str = "llm.default"):
+    def __init__(self, spec: OpenAIBackendConfig, *, where: str = "llm.default", cache_path: str | None = None):
         self.spec = spec
         self.where = where
         self.identity = f"openai:{spec.model}#{spec.structured_output}"
@@ -113,6 +116,17 @@ class OpenAIBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard: AsyncGenerator[None, None] | None = None
         self.retries = 0  # attempts beyond the first, over the backend's life
+        self.batch = None
+        if spec.mode == "batch":
+            from pipelines.llm.batch_journal import journal_path
+            from pipelines.llm.batch_mode import BatchCollector
+
+            self.batch = BatchCollector(self, journal=journal_path(spec, where=where, cache_path=cache_path))
+
+    @property
+    def wants_request_key(self) -> bool:
+        """Batch mode names each request by its cache key (``LLM`` passes ``key=``)."""
+        return self.batch is not None
 
     def _scrub(self, text: str) -> str:
         """``text`` with the API key blanked out (servers sometimes echo request headers)."""
@@ -174,18 +188,30 @@ class OpenAIBackend:
             body["response_format"] = fmt
         return body
 
-    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+    async def chat(self, messages: list[Message], params: SamplingParams, *, key: str | None = None) -> ChatResult:
         """Send one chat request (with retries); raises :class:`LLMError` when it fails for good.
+        In batch mode it goes into the next batch (``key``: the request's cache key, its line's id).
 
         The result has ``params.n`` choices: greedy with ``n > 1`` (which vLLM's server rejects) asks
         for one choice and returns ``n`` copies; a server that returns fewer choices than asked (some
         ignore ``n``) is asked again for the rest (with ``seed + k`` when seeded), usage summed.
         """
+        if self.batch is None:
+            return await self.chat_online(messages, params)
+        send = lambda m, p: self.batch.chat(m, p, key)  # noqa: E731
+        return await self._with_choices(messages, params, send)
+
+    async def chat_online(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """:meth:`chat` through ``/chat/completions`` whatever the mode (a batch item retried online)."""
+        return await self._with_choices(messages, params, self._chat_once)
+
+    async def _with_choices(self, messages: list[Message], params: SamplingParams, send: Any) -> ChatResult:
+        """``params.n`` choices from ``send`` (see :meth:`chat`)."""
         if params.n > 1 and params.temperature == 0:
-            result = await self._chat_once(messages, dataclasses.replace(params, n=1))
+            result = await send(messages, dataclasses.replace(params, n=1))
             result.choices = result.choices[:1] * params.n
             return result
-        result = await self._chat_once(messages, params)
+        result = await send(messages, params)
         round_ = 0
         while len(result.choices) < params.n:
             round_ += 1
@@ -198,9 +224,7 @@ class OpenAIBackend:
                     params.n,
                 )
             seed = params.seed + round_ if params.seed is not None else None
-            more = await self._chat_once(
-                messages, dataclasses.replace(params, n=params.n - len(result.choices), seed=seed)
-            )
+            more = await send(messages, dataclasses.replace(params, n=params.n - len(result.choices), seed=seed))
             result.choices += more.choices
             result.usage.prompt_tokens += more.usage.prompt_tokens
             result.usage.completion_tokens += more.usage.completion_tokens
@@ -401,7 +425,10 @@ class OpenAIBackend:
         return None
 
     async def close(self) -> None:
-        """Close the HTTP session (idempotent)."""
+        """Close the HTTP session (idempotent); batch mode stops following its batches (the journal
+        keeps them for the next run)."""
+        if self.batch is not None:
+            await self.batch.close()
         session, self._session = self._session, None
         await _close_session(session)
 

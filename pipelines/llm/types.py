@@ -74,6 +74,7 @@ class ChatResult:
     model: str = ""
     cached: bool = False
     latency_s: float = 0.0
+    retried_errors: list[str] = field(default_factory=list)  # errors of earlier tries the backend retried
 
     @property
     def text(self) -> str:

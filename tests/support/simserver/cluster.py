@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.support.simserver.batches import BatchAPI, BatchFaults
 from tests.support.simserver.engine import EngineModel
 from tests.support.simserver.server import Faults, SimServer
 
@@ -46,9 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-dir", default=None, help="one request log (JSON lines) per server here")
     parser.add_argument("--stats", default=None, help="write the servers' stats here (JSON) on exit")
-    parser.add_argument("--served-model-name", nargs="+", default=["simulated"],
-                        help="the model names GET /v1/models lists (as vllm serve's flag)")
+    parser.add_argument(
+        "--served-model-name",
+        nargs="+",
+        default=["simulated"],
+        help="the model names GET /v1/models lists (as vllm serve's flag)",
+    )
     parser.add_argument("--url-file", default=None, help="also write the base URLs here, one per line")
+    batch = BatchFaults()
+    parser.add_argument("--batch-delay-s", type=float, default=batch.delay_s, help="real seconds a batch runs")
+    parser.add_argument("--batch-expire-rate", type=float, default=batch.expire_rate)
+    parser.add_argument("--batch-error-rate", type=float, default=batch.error_rate)
+    parser.add_argument(
+        "--batch-faulty-batches",
+        type=int,
+        default=batch.faulty_batches,
+        help="the first N batches of each server have the expiries and errors",
+    )
 
 
 def servers_from(args: argparse.Namespace) -> list[SimServer]:
@@ -65,8 +80,26 @@ def servers_from(args: argparse.Namespace) -> list[SimServer]:
         faults = Faults(args.rate_429, args.rate_5xx, args.retry_after_s, args.max_waiting, seed=args.seed + i)
         log = Path(args.log_dir) / f"server-{i}.jsonl" if args.log_dir else None
         port = args.port + i if args.port else 0
-        out.append(SimServer(model, faults=faults, host=args.host, port=port, log_path=log, name=f"sim-{i}",
-                             served_model_names=tuple(args.served_model_name)))
+        server = SimServer(
+            model,
+            faults=faults,
+            host=args.host,
+            port=port,
+            log_path=log,
+            name=f"sim-{i}",
+            served_model_names=tuple(args.served_model_name),
+        )
+        BatchAPI(
+            server,
+            BatchFaults(
+                args.batch_delay_s,
+                args.batch_expire_rate,
+                args.batch_error_rate,
+                args.batch_faulty_batches,
+                seed=args.seed + i,
+            ),
+        )
+        out.append(server)
     return out
 
 
