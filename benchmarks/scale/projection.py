@@ -153,8 +153,8 @@ def write_projection(result: dict[str, Any], prices: Prices, out_dir: Path) -> P
         "",
         "At the paper's counts (extrapolated from the share of the items each team ran, `run at`):",
         "",
-        f"| team | run at | ratio | calls | prompt tokens | completion tokens | hours on {prices.gpu.name} | bound | "
-        "at 256 per GPU | " + " | ".join(f"USD {a}" for a in apis) + " |",
+        f"| team | run at | ratio | calls | prompt tokens | completion tokens | hours on {prices.gpu.name} at the "
+        "ratio (upper) | bound (lower) | at 256 per GPU | " + " | ".join(f"USD {a}" for a in apis) + " |",
         "|---|" + "---:|" * (8 + len(apis)),
     ]
     for name, row in rows.items():
