@@ -233,15 +233,19 @@ class Bench:
         prices = load_prices()
         runs = self.results["runs"]
         counts = self.results.get("counts", {})
+        runs_load = self.results.get("step_load_average", {}).get("runs") or [os.getloadavg()[0]] * 2
         fractions = self.results.get("fractions") or {t: self.args.fraction for t in TEAMS}
-        ram2c, kgc = counts.get("ram2c", {}), counts.get("kgc", {})
+        ram2c, kgc, tagging = counts.get("ram2c", {}), counts.get("kgc", {}), counts.get("tagging", {})
         line = (
             f"RAM2C {ram2c.get('dialogues')} dialogues x {ram2c.get('turns')} turns, {ram2c.get('experts_per_group')} "
             f"experts per group; KGC {kgc.get('sample_per_dataset')} sentences per dataset, shots {kgc.get('shots')}, "
-            f"{kgc.get('rounds')} rounds, systems {', '.join(kgc.get('systems', []))}; tagging the full demo splits"
+            f"{kgc.get('rounds')} rounds, systems {', '.join(kgc.get('systems', []))}; tagging "
+            + (f"{tagging['evaluation_limit']} evaluation and {tagging['generation_limit']} generation pairs"
+               if tagging.get("evaluation_limit") else "the full demo splits")
         )
         result = {
-            "measured_on": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} when written",
+            "measured_on": f"{os.cpu_count()} CPUs, load average {runs_load[0]:.1f} when the runs started, "
+            f"{runs_load[1]:.1f} when they ended",
             "servers": self.args.servers,
             "compression": self.args.compression,
             "command": " ".join(["python benchmarks/paper_scale.py", *sys.argv[1:]]),
@@ -295,12 +299,14 @@ def main(argv: list[str] | None = None) -> int:
                              served_model_name=names).start()
     try:
         for step in steps:
-            begin = time.perf_counter()
+            begin, load = time.perf_counter(), os.getloadavg()[0]
             if step == "project":
                 print(f"projection: {bench.project()}", flush=True)
             else:
                 getattr(bench, step)(cluster)
             bench.results.setdefault("step_wall_s", {})[step] = round(time.perf_counter() - begin, 1)
+            if step != "project":
+                bench.results.setdefault("step_load_average", {})[step] = [round(load, 1), round(os.getloadavg()[0], 1)]
             bench.save()
     finally:
         if cluster is not None:
