@@ -5,6 +5,7 @@ a SIGKILL at half and a rerun, and the projection of a real run (docs/scale.md).
     python benchmarks/paper_scale.py                    # everything, the paper's counts (hours on 2 cores)
     python benchmarks/paper_scale.py --fraction 0.02    # the same at 2 % of the items (minutes)
     python benchmarks/paper_scale.py --steps project    # rewrite the projection from saved results
+    python benchmarks/paper_scale.py --fraction 0.02 --team-fractions tagging=1,kgc=0.25   # per team
 
 Steps (``--steps``, in this order; each saves its figures in ``<work>/results.json``):
 
@@ -19,7 +20,8 @@ Steps (``--steps``, in this order; each saves its figures in ``<work>/results.js
 - ``kill``: ``--kill-team``'s stage SIGKILLed when about half its calls are answered, then rerun:
   the calls sent again are counted (none of those finished before the kill), outputs compared;
 - ``project``: ``reports/scale_projection.md`` and ``.json`` (hours on 8 x A100, dollars at the
-  list prices of ``benchmarks/prices.yaml``, per team and in total).
+  list prices of ``benchmarks/prices.yaml``, per team and in total), extrapolated from each team's
+  fraction to the paper's counts (``benchmarks/scale/projection.py`` says how).
 
 Figures of a run on the development machine are in docs/scale.md; measure on an idle machine.
 """
@@ -46,7 +48,15 @@ from benchmarks.scale.projection import project as project_costs  # noqa: E402
 from benchmarks.scale.runs import critical_path_bound, items_of, llm_window, output_bytes, run_stage  # noqa: E402
 from benchmarks.scale.sharded import prepare, run_shards  # noqa: E402
 from pipelines.io import write_json_atomic  # noqa: E402
-from tests.support.paper_workspace import TEAMS, make_workspace, paper_params, scaled_counts, served_names, write_params  # noqa: E402
+from tests.support.paper_workspace import (  # noqa: E402
+    TEAMS,
+    effective_fractions,
+    make_workspace,
+    paper_params,
+    scaled_counts,
+    served_names,
+    write_params,
+)
 from tests.support.simserver import EngineModel, SimCluster  # noqa: E402
 
 STEPS = ("setup", "runs", "rss", "datasets", "shards", "kill", "project")
@@ -77,10 +87,14 @@ class Bench:
     def save(self) -> None:
         write_json_atomic(self.results_path, self.results)
 
-    def params(self, urls: list[str], fraction: float) -> dict[str, Any]:
-        return paper_params(urls={team: urls for team in TEAMS}, fraction=fraction)
+    def fractions(self, share: float = 1.0) -> dict[str, float]:
+        """Each team's share of the paper's counts: ``--fraction`` or ``--team-fractions``, times ``share``."""
+        return {team: share * self.args.team_fractions.get(team, self.args.fraction) for team in TEAMS}
 
-    def project_for(self, name: str, urls: list[str], fraction: float) -> Path:
+    def params(self, urls: list[str], share: float = 1.0) -> dict[str, Any]:
+        return paper_params(urls={team: urls for team in TEAMS}, fractions=self.fractions(share))
+
+    def project_for(self, name: str, urls: list[str], share: float = 1.0) -> Path:
         project = make_workspace(self.work / name, shared=self.shared)
         main = self.work / "main" / "project"
         if project != main:
@@ -90,12 +104,12 @@ class Bench:
                         shutil.copytree(main / link, project / link)
                     else:
                         (project / link).symlink_to(main / link, target_is_directory=True)
-        write_params(project, self.params(urls, fraction))
+        write_params(project, self.params(urls, share))
         return project
 
     def measure(self, project: Path, team: str, urls: list[str], **options: Any) -> dict[str, Any]:
         run = run_stage(project, f"generate_{team}", urls=urls, **options)
-        concurrency = self.params(urls, 1.0)[team]["concurrency"]
+        concurrency = self.params(urls)[team]["concurrency"]
         bound_v = critical_path_bound(run.servers, self.model, concurrency) if run.calls else 0.0
         wall_v = run.wall_s * self.args.compression
         window = llm_window(self.log_dir, run.started, run.ended, self.args.compression)
@@ -125,7 +139,7 @@ class Bench:
     # the steps ---------------------------------------------------------------------------------
 
     def setup(self, cluster: SimCluster) -> None:
-        project = self.project_for("main", cluster.urls, self.args.fraction)
+        project = self.project_for("main", cluster.urls)
         for stage in ("prepare_models", "build_kb"):
             run = run_stage(project, stage, urls=[])
             self.results.setdefault("setup", {})[stage] = run.to_dict() | {"log_tail": run.log[-600:]}
@@ -133,8 +147,9 @@ class Bench:
                 raise SystemExit(f"{stage} failed in {project}:\n{run.log}")
 
     def runs(self, cluster: SimCluster) -> None:
-        project = self.project_for("main", cluster.urls, self.args.fraction)
-        self.results["counts"] = scaled_counts(self.params(cluster.urls, self.args.fraction))
+        project = self.project_for("main", cluster.urls)
+        self.results["counts"] = scaled_counts(self.params(cluster.urls))
+        self.results["fractions"] = effective_fractions(self.params(cluster.urls))
         for team in self.args.teams:
             for cache in (project / "data/cache").glob(f"{team}*.sqlite*"):
                 cache.unlink()  # a fresh run: every call goes to the servers
@@ -146,7 +161,7 @@ class Bench:
 
     def rss(self, cluster: SimCluster) -> None:
         for share in (0.1, 0.5):
-            project = self.project_for(f"rss-{share:g}", cluster.urls, self.args.fraction * share)
+            project = self.project_for(f"rss-{share:g}", cluster.urls, share)
             for team in self.args.teams:
                 row = self.measure(project, team, cluster.urls)
                 self.results.setdefault("rss", {}).setdefault(team, {})[f"{share:g}"] = {
@@ -165,7 +180,7 @@ class Bench:
     def shards(self, cluster: SimCluster) -> None:
         main = self.work / "main" / "project"
         for team in self.args.shard_teams:
-            params = self.params(["http://127.0.0.1:8000/v1"], self.args.fraction)
+            params = self.params(["http://127.0.0.1:8000/v1"])
             project = prepare(self.work / f"shards-{team}", main, params, team, shared=self.shared)
             shutil.rmtree(project / "data/generated" / team, ignore_errors=True)
             count = self.args.shard_count
@@ -186,7 +201,7 @@ class Bench:
         team = self.args.kill_team
         main = self.work / "main" / "project"
         total = self.results["runs"][team]["calls"]
-        project = self.project_for(f"kill-{team}", cluster.urls, self.args.fraction)
+        project = self.project_for(f"kill-{team}", cluster.urls)
         shutil.rmtree(project / "data/cache", ignore_errors=True)
         shutil.rmtree(project / "data/generated" / team, ignore_errors=True)
         first = self.measure(project, team, cluster.urls, kill_after_calls=total // 2)
@@ -218,19 +233,26 @@ class Bench:
         prices = load_prices()
         runs = self.results["runs"]
         counts = self.results.get("counts", {})
-        ram2c, kgc = counts.get("ram2c", {}), counts.get("kgc", {})
+        runs_load = self.results.get("step_load_average", {}).get("runs") or [os.getloadavg()[0]] * 2
+        fractions = self.results.get("fractions") or {t: self.args.fraction for t in TEAMS}
+        ram2c, kgc, tagging = counts.get("ram2c", {}), counts.get("kgc", {}), counts.get("tagging", {})
         line = (
             f"RAM2C {ram2c.get('dialogues')} dialogues x {ram2c.get('turns')} turns, {ram2c.get('experts_per_group')} "
             f"experts per group; KGC {kgc.get('sample_per_dataset')} sentences per dataset, shots {kgc.get('shots')}, "
-            f"{kgc.get('rounds')} rounds, systems {', '.join(kgc.get('systems', []))}; tagging the full demo splits"
+            f"{kgc.get('rounds')} rounds, systems {', '.join(kgc.get('systems', []))}; tagging "
+            + (f"{tagging['evaluation_limit']} evaluation and {tagging['generation_limit']} generation pairs"
+               if tagging.get("evaluation_limit") else "the full demo splits")
         )
         result = {
-            "measured_on": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} when written",
+            "measured_on": f"{os.cpu_count()} CPUs, load average {runs_load[0]:.1f} when the runs started, "
+            f"{runs_load[1]:.1f} when they ended",
             "servers": self.args.servers,
             "compression": self.args.compression,
             "command": " ".join(["python benchmarks/paper_scale.py", *sys.argv[1:]]),
             "counts_line": line,
-            "projection": project_costs({t: runs[t] for t in TEAMS if t in runs}, self.model, prices),
+            "fractions": fractions,
+            "projection": project_costs({t: runs[t] for t in TEAMS if t in runs}, self.model, prices,
+                                        fractions=fractions),
             "results": self.results,
         }
         return write_projection(result, prices, ROOT / "reports")
@@ -244,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=1.0, help="share of the paper's item counts")
     parser.add_argument("--servers", type=int, default=8, help="simulated servers (A100s of the projection)")
     parser.add_argument("--compression", type=float, default=2.0, help="virtual seconds per real second")
+    parser.add_argument("--team-fractions", default="",
+                        help="per team, over --fraction: e.g. tagging=1,kgc=0.25 (rss: 10 %% and 50 %% of each)")
     parser.add_argument("--teams", default="tagging,kgc,ram2c")
     parser.add_argument("--shard-teams", default="tagging,kgc,ram2c")
     parser.add_argument("--shard-count", type=int, default=16)
@@ -251,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-team", default="kgc", choices=list(TEAMS))
     args = parser.parse_args(argv)
     args.teams = [t for t in args.teams.split(",") if t]
+    try:
+        pairs = (item.split("=") for item in args.team_fractions.split(",") if item)
+        args.team_fractions = {team.strip(): float(share) for team, share in pairs}
+    except ValueError:
+        parser.error(f"--team-fractions {args.team_fractions!r}: write team=share pairs, e.g. tagging=1,kgc=0.25")
+    if set(args.team_fractions) - set(TEAMS) or not all(0 < v <= 1 for v in args.team_fractions.values()):
+        parser.error(f"--team-fractions {args.team_fractions}: teams of {', '.join(TEAMS)}, shares in (0, 1]")
     args.shard_teams = [t for t in args.shard_teams.split(",") if t]
     steps = [s for s in args.steps.split(",") if s]
     unknown = sorted(set(steps) - set(STEPS))
@@ -263,17 +294,19 @@ def main(argv: list[str] | None = None) -> int:
     needs_servers = [s for s in steps if s not in ("project", "datasets", "shards")]
     cluster = None
     if needs_servers:
-        names = served_names(bench.params([], args.fraction))
+        names = served_names(bench.params([]))
         cluster = SimCluster(servers=args.servers, compression=args.compression, log_dir=bench.log_dir,
                              served_model_name=names).start()
     try:
         for step in steps:
-            begin = time.perf_counter()
+            begin, load = time.perf_counter(), os.getloadavg()[0]
             if step == "project":
                 print(f"projection: {bench.project()}", flush=True)
             else:
                 getattr(bench, step)(cluster)
             bench.results.setdefault("step_wall_s", {})[step] = round(time.perf_counter() - begin, 1)
+            if step != "project":
+                bench.results.setdefault("step_load_average", {})[step] = [round(load, 1), round(os.getloadavg()[0], 1)]
             bench.save()
     finally:
         if cluster is not None:

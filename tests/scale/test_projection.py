@@ -1,10 +1,74 @@
-"""The cost projection prices each team's tokens at the list prices and, for APIs with a batch API,
-at the batch price beside them (benchmarks/prices.yaml)."""
+"""The paper-scale projection: a run at a share of the paper's counts is extrapolated to the full
+counts (work times 1/share, hours at the measured ratio), and the shares come from the params;
+APIs with a batch API are also priced at the batch price beside the online one
+(benchmarks/prices.yaml)."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.scale.projection import load_prices, project, write_projection
-from tests.support.simserver import EngineModel
+from tests.support.paper_workspace import TEAMS, effective_fractions, paper_params
+from tests.support.simserver.engine import EngineModel
+
+URLS = {team: ["http://127.0.0.1:9/v1"] for team in TEAMS}
+
+
+def _team(*, phase_v: float, bound_v: float, wall_s: float, phase_s: float) -> dict:
+    return {
+        "usage": {"calls": 100, "prompt_tokens": 200_000, "completion_tokens": 50_000},
+        "llm_phase_s": phase_s,
+        "llm_phase_virtual_s": phase_v,
+        "wall_s": wall_s,
+        "wall_virtual_s": 2 * wall_s,
+        "bound_virtual_s": bound_v,
+        "servers": [{"prompt_tokens": 200_000, "cached_tokens": 0, "completion_tokens": 50_000}],
+    }
+
+
+def test_a_share_of_the_run_is_extrapolated_to_the_full_counts():
+    prices = load_prices()
+    teams = {"kgc": _team(phase_v=360.0, bound_v=300.0, wall_s=400.0, phase_s=180.0)}
+    rows = project(teams, EngineModel(), prices, fractions={"kgc": 0.05})
+    kgc = rows["kgc"]
+    assert kgc["calls"] == 2000 and kgc["prompt_tokens"] == 4_000_000 and kgc["completion_tokens"] == 1_000_000
+    assert kgc["ratio_used"] == pytest.approx(1.2)
+    assert kgc["bound_hours"] == pytest.approx(300 * 20 / 3600)
+    # the full bound at the measured ratio, plus the 220 s of the stage outside its LLM phase
+    assert kgc["hours"] == pytest.approx((300 * 20 * 1.2 + 220) / 3600)
+    gpt4o = next(a for a in prices.apis if a.name == "gpt-4o")
+    assert kgc["usd"]["gpt-4o"] == pytest.approx(4 * gpt4o.input_per_million + 1 * gpt4o.output_per_million)
+    assert kgc["measured"]["calls"] == 100
+    assert rows["total"]["calls"] == 2000
+
+
+def test_a_ratio_under_one_is_not_used_to_shrink_the_bound():
+    rows = project({"ram2c": _team(phase_v=100.0, bound_v=200.0, wall_s=60.0, phase_s=50.0)}, EngineModel(),
+                   load_prices(), fractions={"ram2c": 0.5})
+    assert rows["ram2c"]["ratio_used"] == 1.0
+    assert rows["ram2c"]["hours"] == pytest.approx((400 + 10) / 3600)
+
+
+def test_the_table_names_the_share_each_team_ran(tmp_path):
+    prices = load_prices()
+    rows = project({"kgc": _team(phase_v=360.0, bound_v=300.0, wall_s=400.0, phase_s=180.0)}, EngineModel(), prices,
+                   fractions={"kgc": 0.05})
+    result = {"measured_on": "2 CPUs", "servers": 8, "compression": 2.0, "counts_line": "x", "command": "c",
+              "projection": rows}
+    text = write_projection(result, prices, tmp_path).read_text()
+    assert "| kgc | 5 % | 1.20 | 2,000 | 4,000,000 | 1,000,000 |" in text
+    assert "| kgc | 100 | 200,000 | 50,000 |" in text  # the measured row
+    assert (tmp_path / "scale_projection.json").exists()
+
+
+def test_the_shares_come_from_the_counts_the_params_ask_for():
+    params = paper_params(urls=URLS, fraction=0.01, fractions={"kgc": 0.05, "tagging": 1.0})
+    assert params["ram2c"]["dialogues"] == 35
+    assert {d["sample"] for d in params["kgc"]["datasets"]} == {5}
+    assert params["tagging"]["data"]["limit"] is None
+    assert effective_fractions(params) == {"tagging": 1.0, "kgc": pytest.approx(0.05), "ram2c": pytest.approx(0.01)}
+    with pytest.raises(ValueError, match="unknown teams"):
+        paper_params(urls=URLS, fractions={"kcg": 0.5})
 
 
 def test_batch_prices_stand_beside_the_online_ones(tmp_path):
@@ -15,6 +79,7 @@ def test_batch_prices_stand_beside_the_online_ones(tmp_path):
     server = {"prompt_tokens": 2_000_000, "cached_tokens": 0, "completion_tokens": 1_000_000}
     team = {
         "usage": {"calls": 10, "prompt_tokens": 2_000_000, "completion_tokens": 1_000_000},
+        "wall_s": 1800.0,
         "wall_virtual_s": 3600.0,
         "bound_virtual_s": 1800.0,
         "servers": [server],

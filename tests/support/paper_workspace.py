@@ -14,7 +14,8 @@ relative path the params use). ``paper_params(...)`` is ``configs/profiles/paper
   ``llm.sampling.seed: 0`` (a sampled re-ask is then the same request in every run, so two runs,
   a sharded one and a killed-then-resumed one can be compared file by file);
 - item counts scaled by ``fraction`` (1.0: the paper's: 3,500 dialogues, 100 sentences per KGC
-  dataset, the whole tagging evaluation and generation splits);
+  dataset, the whole tagging evaluation and generation splits), or per team by ``fractions``
+  (``{"kgc": 0.25}``: that team's counts at 25 %, the others at ``fraction``);
 - the knowledge base built with the offline embedder and its retrieval score left out
   (``build_kb.quality.enabled: false``: it is not part of generation).
 """
@@ -62,9 +63,14 @@ def paper_params(
     *,
     urls: dict[str, list[str]],
     fraction: float = 1.0,
+    fractions: dict[str, float] | None = None,
     root: Path = PROJECT,
 ) -> dict[str, Any]:
     """The params of the simulated paper-scale run (see the module docstring); ``urls`` per team."""
+    unknown = sorted(set(fractions or {}) - set(TEAMS))
+    if unknown:
+        raise ValueError(f"fractions: unknown teams {unknown}; use {', '.join(TEAMS)}")
+    share = {team: float((fractions or {}).get(team, fraction)) for team in TEAMS}
     base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
     params = apply_profile(base, load_profile("paper", root=root))
     for team in TEAMS:
@@ -76,13 +82,13 @@ def paper_params(
         llm["cache"] = f"data/cache/{team}.sqlite"
         llm.setdefault("sampling", {})["seed"] = 0  # sampled re-asks reproducible (docs/runtime.md)
         section["progress"] = False
-    params["ram2c"]["dialogues"] = max(1, round(params["ram2c"]["dialogues"] * fraction))
+    params["ram2c"]["dialogues"] = max(1, round(params["ram2c"]["dialogues"] * share["ram2c"]))
     for dataset in params["kgc"]["datasets"]:
         if dataset.get("sample"):
-            dataset["sample"] = max(1, round(dataset["sample"] * fraction))
-    if fraction < 1.0:
-        params["tagging"]["data"]["limit"] = max(1, round(TAGGING_EVALUATION_PAIRS * fraction))
-        params["tagging"]["split"]["generation_limit"] = max(1, round(TAGGING_GENERATION_PAIRS * fraction))
+            dataset["sample"] = max(1, round(dataset["sample"] * share["kgc"]))
+    if share["tagging"] < 1.0:
+        params["tagging"]["data"]["limit"] = max(1, round(TAGGING_EVALUATION_PAIRS * share["tagging"]))
+        params["tagging"]["split"]["generation_limit"] = max(1, round(TAGGING_GENERATION_PAIRS * share["tagging"]))
     params["build_kb"]["quality"]["enabled"] = False
     return params
 
@@ -113,4 +119,23 @@ def scaled_counts(params: dict[str, Any]) -> dict[str, Any]:
                 "shots": kgc["shots"], "rounds": kgc["team"]["rounds"], "systems": kgc["systems"]},
         "tagging": {"evaluation_limit": params["tagging"]["data"]["limit"],
                     "generation_limit": params["tagging"]["split"]["generation_limit"]},
+    }
+
+
+def effective_fractions(params: dict[str, Any], *, root: Path = PROJECT) -> dict[str, float]:
+    """Each team's share of the paper's item counts in ``params`` as rounded there (what a
+    projection multiplies the measured run by the inverse of): RAM2C's dialogues, KGC's sentences
+    over the datasets, tagging's evaluation and generation pairs."""
+    base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    full = apply_profile(base, load_profile("paper", root=root))
+    kgc = sum(d.get("sample") or 0 for d in params["kgc"]["datasets"])
+    kgc_full = sum(d.get("sample") or 0 for d in full["kgc"]["datasets"])
+    tagging = params["tagging"]
+    pairs = (tagging["data"]["limit"] or TAGGING_EVALUATION_PAIRS) + (
+        tagging["split"]["generation_limit"] or TAGGING_GENERATION_PAIRS
+    )
+    return {
+        "tagging": min(1.0, pairs / (TAGGING_EVALUATION_PAIRS + TAGGING_GENERATION_PAIRS)),
+        "kgc": kgc / kgc_full if kgc_full else 1.0,
+        "ram2c": params["ram2c"]["dialogues"] / full["ram2c"]["dialogues"],
     }
