@@ -207,6 +207,14 @@ class _SlowBackend:
         pass
 
 
+async def _ten_samples(runtime, worker):
+    """Ten samples through a runner at 64 in flight; the report and the solver backend's batch stats."""
+    report = await Runner(64, progress=False).run(range(10), worker)
+    stats = dict(runtime.backend_for("solver").batch.stats)
+    await runtime.close()
+    return report, stats
+
+
 def test_a_wave_waits_for_calls_still_in_progress(tmp_path):
     """Half the samples first make a slow online call (0.15 s, 15 settle ticks): the wave is not
     complete while those are in progress, so all ten batch calls still go in one wave."""
@@ -219,10 +227,7 @@ def test_a_wave_waits_for_calls_still_in_progress(tmp_path):
             note = (await slow.chat([{"role": "user", "content": f"look up {i}"}])).text if i % 2 else ""
             return (await llm.chat([{"role": "user", "content": f"solve {i} {note}"}], sample_index=i)).text
 
-        report = await Runner(64, progress=False).run(range(10), worker)
-        stats = dict(runtime.backend_for("solver").batch.stats)
-        await runtime.close()
-        return report, stats
+        return await _ten_samples(runtime, worker)
 
     report, stats = asyncio.run(_serve(body))
     assert all(report.results) and stats["waves"] == 1 and stats["submitted"] == 10
@@ -241,10 +246,7 @@ def test_a_wave_waits_for_samples_busy_outside_the_llm(tmp_path):
                 await asyncio.sleep(0.15)
             return (await llm.chat([{"role": "user", "content": f"solve {i}"}], sample_index=i)).text
 
-        report = await Runner(64, progress=False).run(range(10), worker)
-        stats = dict(runtime.backend_for("solver").batch.stats)
-        await runtime.close()
-        return report, stats
+        return await _ten_samples(runtime, worker)
 
     report, stats = asyncio.run(_serve(body))
     assert all(report.results) and stats["waves"] == 1 and stats["submitted"] == 10
