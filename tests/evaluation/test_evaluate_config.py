@@ -143,20 +143,25 @@ def test_kgc_sample_skips_excluded_sentences():
 
 
 def test_the_project_params_and_dvc_stage_agree():
+    """The evaluate stage as DVC itself resolves it (``${...}`` from params) lists what the config reads."""
     import yaml
+    from dvc.repo import Repo
 
     from tests.evaluation.evaluate_fixtures import ROOT
 
     cfg = validate_section(
         yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"], EvaluateConfig, section="evaluate"
     )
-    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["evaluate"]
-    assert {cfg.sft_adapter, cfg.dpo_adapter, cfg.data_card, cfg.tutoring.dataset, cfg.tutoring.extra_rows} <= set(
-        stage["deps"]
-    )
-    assert stage["metrics"] == [{f"{cfg.outputs.reports_dir}/metrics.json": {"cache": False}}]
-    assert cfg.outputs.traces_dir in stage["outs"]
-    assert {"llm", "evaluate", "tagging", "kgc", "ram2c", "build_kb", "retrieval"} == set(stage["params"])
+    with Repo(str(ROOT)) as repo:
+        stage = next(s for s in repo.index.stages if s.name == "evaluate")
+        deps = {d.def_path for d in stage.deps}
+        params = next(d.params for d in stage.deps if type(d).__name__ == "ParamsDependency")
+        outs = {o.def_path: o for o in stage.outs}
+    assert {cfg.sft_adapter, cfg.dpo_adapter, cfg.data_card, cfg.tutoring.dataset, cfg.tutoring.extra_rows} <= deps
+    metrics = [path for path, out in outs.items() if out.metric]
+    assert metrics == [f"{cfg.outputs.reports_dir}/metrics.json"] and not outs[metrics[0]].use_cache
+    assert cfg.outputs.traces_dir in outs
+    assert {"llm", "evaluate", "tagging", "kgc", "ram2c", "build_kb", "retrieval"} == set(params)
 
 
 def test_rows_of_the_sft_dataset_count_as_trained_on(tmp_path):
