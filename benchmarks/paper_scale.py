@@ -53,6 +53,7 @@ from tests.support.paper_workspace import (  # noqa: E402
     effective_fractions,
     make_workspace,
     paper_params,
+    ran_fraction,
     scaled_counts,
     served_names,
     write_params,
@@ -149,12 +150,14 @@ class Bench:
     def runs(self, cluster: SimCluster) -> None:
         project = self.project_for("main", cluster.urls)
         self.results["counts"] = scaled_counts(self.params(cluster.urls))
-        self.results["fractions"] = effective_fractions(self.params(cluster.urls))
+        requested = effective_fractions(self.params(cluster.urls))
         for team in self.args.teams:
             for cache in (project / "data/cache").glob(f"{team}*.sqlite*"):
                 cache.unlink()  # a fresh run: every call goes to the servers
             row = self.measure(project, team, cluster.urls)
             self.results.setdefault("runs", {})[team] = row
+            self.results.setdefault("requested_fractions", {})[team] = requested[team]
+            self.results.setdefault("fractions", {})[team] = ran_fraction(team, row["items"], requested[team])
             self.save()
             print(json.dumps({k: row[k] for k in ("team", "items", "calls", "wall_s", "bound_ratio", "cpu_ms_per_call",
                                                   "stage_ratio", "peak_rss_mb")}), flush=True)
@@ -242,6 +245,7 @@ class Bench:
             f"{kgc.get('rounds')} rounds, systems {', '.join(kgc.get('systems', []))}; tagging "
             + (f"{tagging['evaluation_limit']} evaluation and {tagging['generation_limit']} generation pairs"
                if tagging.get("evaluation_limit") else "the full demo splits")
+            + "; written: " + ", ".join(f"{t} {runs[t]['items']} items" for t in TEAMS if t in runs)
         )
         result = {
             "measured_on": f"{os.cpu_count()} CPUs, load average {runs_load[0]:.1f} when the runs started, "

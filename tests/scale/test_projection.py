@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.scale.projection import load_prices, project, write_projection
-from tests.support.paper_workspace import TEAMS, effective_fractions, paper_params
+from tests.support.paper_workspace import TEAMS, effective_fractions, paper_items, paper_params, ran_fraction
 from tests.support.simserver.engine import EngineModel
 
 URLS = {team: ["http://127.0.0.1:9/v1"] for team in TEAMS}
@@ -69,6 +69,16 @@ def test_the_shares_come_from_the_counts_the_params_ask_for():
     assert effective_fractions(params) == {"tagging": 1.0, "kgc": pytest.approx(0.05), "ram2c": pytest.approx(0.01)}
     with pytest.raises(ValueError, match="unknown teams"):
         paper_params(urls=URLS, fractions={"kcg": 0.5})
+
+
+def test_a_run_that_wrote_fewer_items_than_asked_is_projected_from_what_it_wrote():
+    # the paper profile asks 100 sentences of each of KGC's 6 datasets; a checkout whose datasets hold
+    # fewer (the bundled demos: 5 or 6 sentences) ran 256 of the 600: the projection scales by 600/256
+    assert paper_items() == {"tagging": 108, "kgc": 600, "ram2c": 3500}
+    assert ran_fraction("kgc", 256, 1.0) == pytest.approx(256 / 600)
+    assert ran_fraction("ram2c", 350, 0.1) == pytest.approx(0.1)
+    assert ran_fraction("tagging", 200, 1.0) == 1.0  # never above the share asked for
+    assert ran_fraction("kgc", 0, 0.05) == 0.05  # nothing written: the share asked for
 
 
 def test_batch_prices_stand_beside_the_online_ones(tmp_path):

@@ -122,20 +122,36 @@ def scaled_counts(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def effective_fractions(params: dict[str, Any], *, root: Path = PROJECT) -> dict[str, float]:
-    """Each team's share of the paper's item counts in ``params`` as rounded there (what a
-    projection multiplies the measured run by the inverse of): RAM2C's dialogues, KGC's sentences
-    over the datasets, tagging's evaluation and generation pairs."""
+def paper_items(*, root: Path = PROJECT) -> dict[str, int]:
+    """The paper profile's item counts per team: RAM2C's dialogues, KGC's sentences over the
+    datasets (asked for: a dataset at hand may hold fewer), tagging's evaluation and generation pairs."""
     base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
     full = apply_profile(base, load_profile("paper", root=root))
+    return {
+        "tagging": TAGGING_EVALUATION_PAIRS + TAGGING_GENERATION_PAIRS,
+        "kgc": sum(d.get("sample") or 0 for d in full["kgc"]["datasets"]),
+        "ram2c": full["ram2c"]["dialogues"],
+    }
+
+
+def effective_fractions(params: dict[str, Any], *, root: Path = PROJECT) -> dict[str, float]:
+    """Each team's share of the paper's item counts in ``params`` as rounded there (what a
+    projection multiplies the measured run by the inverse of, unless the run wrote fewer items:
+    :func:`ran_fraction`)."""
+    full = paper_items(root=root)
     kgc = sum(d.get("sample") or 0 for d in params["kgc"]["datasets"])
-    kgc_full = sum(d.get("sample") or 0 for d in full["kgc"]["datasets"])
     tagging = params["tagging"]
     pairs = (tagging["data"]["limit"] or TAGGING_EVALUATION_PAIRS) + (
         tagging["split"]["generation_limit"] or TAGGING_GENERATION_PAIRS
     )
     return {
-        "tagging": min(1.0, pairs / (TAGGING_EVALUATION_PAIRS + TAGGING_GENERATION_PAIRS)),
-        "kgc": kgc / kgc_full if kgc_full else 1.0,
-        "ram2c": params["ram2c"]["dialogues"] / full["ram2c"]["dialogues"],
+        "tagging": min(1.0, pairs / full["tagging"]),
+        "kgc": kgc / full["kgc"] if full["kgc"] else 1.0,
+        "ram2c": params["ram2c"]["dialogues"] / full["ram2c"],
     }
+
+
+def ran_fraction(team: str, items: int, requested: float, *, root: Path = PROJECT) -> float:
+    """The share of the paper's items a run really covered: ``items`` written over the paper's count,
+    at most the ``requested`` share (KGC's bundled datasets hold fewer sentences than 100 each)."""
+    return min(requested, items / paper_items(root=root)[team]) if items else requested
