@@ -67,10 +67,10 @@ class KindPlan:
         }
 
 
-def _plan_kinds(store: KnowledgeStore, identity: str, loaded_ids: dict[str, set[str]]) -> dict[str, KindPlan]:
+def _plan_kinds(store: KnowledgeStore, identity: str, loaded_ids: dict[str, dict[str, bytes]]) -> dict[str, KindPlan]:
     plans = {}
-    for kind in KINDS:
-        plan = KindPlan(kind, wanted=loaded_ids[kind], chunks=len(loaded_ids[kind]))
+    for kind in KINDS:  # a copy: step 3 empties ``wanted``, the manifest's digests need every id
+        plan = KindPlan(kind, wanted=set(loaded_ids[kind]), chunks=len(loaded_ids[kind]))
         stored_identity = store.embedder_of(kind)
         plan.rebuild = stored_identity != identity
         plan.replaced = stored_identity is not None and plan.rebuild
@@ -149,9 +149,10 @@ def _write(store: KnowledgeStore, plan: KindPlan, identity: str, bar: tqdm) -> N
         store.delete(kind, list(plan.stored))
 
 
-def _ids_digest(ids: set[str]) -> str:
-    """sha256 of a kind's sorted chunk ids: equal exactly when the stored chunks are (ids are content-based)."""
-    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+def _ids_digest(ids: dict[str, bytes]) -> str:
+    """sha256 of a kind's sorted chunk ids, each with its metadata digest: equal exactly when the stored
+    chunks are (ids come from the document id and the text; the metadata digest adds labels and groups)."""
+    return hashlib.sha256("\n".join(f"{i} {ids[i].hex()}" for i in sorted(ids)).encode()).hexdigest()
 
 
 def build_knowledge_base(
@@ -166,9 +167,9 @@ def build_knowledge_base(
     root = Path(root)
     start = time.perf_counter()
     loaded = LoadedSources()
-    ids: dict[str, set[str]] = {k: set() for k in KINDS}
+    ids: dict[str, dict[str, bytes]] = {k: {} for k in KINDS}  # id -> metadata digest (8 bytes)
     for chunk in iter_chunks(cfg, groups, root, loaded):  # step 1: validate everything, keep ids
-        ids[chunk.metadata["kind"]].add(chunk.id)
+        ids[chunk.metadata["kind"]].setdefault(chunk.id, meta_digest(chunk.metadata))
     total_chunks = sum(len(v) for v in ids.values())
     if total_chunks == 0:
         raise KBBuildError("no chunks from any source; check build_kb.sources and build_kb.chunking.min_length")
