@@ -60,13 +60,14 @@ def summary_line(metrics: dict) -> str:
 def shortfalls(cfg: EvaluateConfig, metrics: dict) -> list:
     """Held-out items evaluated vs requested per system, and tutoring replies that failed."""
     tutoring = metrics.get("tutoring") or {}
+    counts = tutoring.get("prompts") or {}  # {"requested", "evaluated", ...} as the tutoring arm counted them
+    prompts = counts.get("evaluated", tutoring.get("n"))
     found = [
         count_shortfall("tagging held-out pairs", cfg.tagging.items, (metrics.get("tagging") or {}).get("n"),
                         cause="the evaluation split holds no more unseen pairs"),
-        count_shortfall("tutoring held-out prompts", cfg.tutoring.items, tutoring.get("n_prompts"),
+        count_shortfall("tutoring held-out prompts", counts.get("requested", cfg.tutoring.items), prompts,
                         cause="prompts outside the DPO train split"),
     ]  # fmt: skip
-    prompts = tutoring.get("n_prompts")
     for arm, failed in (tutoring.get("failed_replies") or {}).items():
         replied = None if prompts is None else prompts - failed
         found.append(count_shortfall(f"tutoring replies of the {arm} model", prompts, replied, cause="did not parse"))

@@ -18,6 +18,7 @@ from typing import Any
 from pipelines.agents.shortfalls import flag_shortfalls, flat_shortfall
 from pipelines.evaluation.report import inputs as ri
 from pipelines.evaluation.report.config import ReportConfig
+from pipelines.evaluation.report.missing import ABLATIONS_COMMAND, missing_comparisons
 from pipelines.evaluation.report.plot_data import plot_rows, write_plot_data
 from pipelines.evaluation.report.stamp import report_stamp
 from pipelines.evaluation.report.summary import build_sections, write_summary
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 STAGES = {"tagging": "generate_tagging", "kgc": "generate_kgc", "kgc_rounds": "generate_kgc",
           "ram2c": "generate_ram2c", "evaluate": "evaluate"}  # fmt: skip
-FIXES = {"ablations": "python -m pipelines.evaluation.ablation.experiments all"}  # inputs no stage writes
+FIXES = {"ablations": ABLATIONS_COMMAND}  # inputs no stage writes
 
 
 class _Inputs:
@@ -116,8 +117,12 @@ def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path 
 
     read("evaluate", paths.evaluate, evaluate)
     read("ablations", paths.ablations, lambda m: {"ablations": m} if m.get("tables") else {})
+    if inputs.status.get("ablations", {}).get("found") and "ablations" not in metrics:  # a file with no experiment
+        inputs.status["ablations"] = {"path": paths.ablations, "found": False,
+                                      "note": f"empty: no experiment recorded; run `{ABLATIONS_COMMAND}`"}  # fmt: skip
     metrics["offline_default"] = ri.offline_default(params, cfg.generators) or any(evaluated_offline)
     metrics["shortfalls"] = shortfalls
+    metrics["missing"] = missing_comparisons(metrics, params)
     metrics["inputs"] = inputs.status
     metrics["stamp"] = report_stamp(params, root=root)
     metrics["traces_link"] = os.path.relpath(cfg.outputs.traces_html, cfg.outputs.reports_dir)
@@ -172,5 +177,6 @@ def build_report(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | s
         "traces": {t: {"samples": s["samples"], "shown": s["shown"]} for t, s in traces["teams"].items()},
         "traces_missing": traces["missing"],
         "shortfalls": sum(len(rows) for rows in metrics["shortfalls"].values()),
+        "missing": [row["what"].partition(":")[0] for row in metrics["missing"]],
         "params_digest": metrics["stamp"]["params_digest"],
     }

@@ -7,6 +7,7 @@ under ``reports/plots/``, all generated from one metrics dict::
       "base_tuned": {team: {...}}, "deltas": [...], "training": {...},
       "ablations": {"experiments", "tables"},      # reports/ablations.json of the queued ablation set
       "shortfalls": {stage: [{"what", "requested", "produced", "cause"}]},   # a table first, and in notes
+      "missing": [{"what", "why", "command"}],      # papers' comparisons not run (report.missing), a table
       "stamp": {"commit", "dirty", "params_digest", "made", ...},          # a line under the title
       "traces_link": "traces.html",                                        # linked under the title
       "inputs": {name: {"path", "found", "note"}}   # what the report read (a table at the end)
@@ -25,6 +26,7 @@ from typing import Any
 from pipelines.agents.shortfalls import shortfall_line
 from pipelines.evaluation.report import plots as report_plots
 from pipelines.evaluation.report import tables as report_tables
+from pipelines.evaluation.report.missing import missing_table
 from pipelines.evaluation.report.render import SummaryHeader, summary_html, summary_markdown
 from pipelines.evaluation.report.stamp import stamp_line
 from pipelines.evaluation.report.tables import Table
@@ -78,6 +80,8 @@ def build_sections(metrics: Mapping[str, Any]) -> list[tuple[str, list[Table]]]:
     shortfalls = {stage: rows for stage, rows in (metrics.get("shortfalls") or {}).items() if rows}
     if shortfalls:
         sections.append(("Shortfalls", [shortfalls_table(shortfalls)]))
+    if metrics.get("missing"):
+        sections.append(("Missing comparisons", [missing_table(metrics["missing"])]))
     if "tagging" in metrics:
         sections.append(("Knowledge tagging", [report_tables.tagging_table(metrics["tagging"], offline=offline)]))
     if "kgc" in metrics:
