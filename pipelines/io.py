@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
+from pipelines.errors import InputError, read_input_text
+
 _STARTED = time.time()  # temporaries older than this are no writer's of this process
 
 
@@ -119,6 +121,7 @@ def iter_jsonl_objects(
 
 
 def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
-    """Read JSON lines (one object each); a bad line raises ValueError naming the file and line number."""
-    with open(path, encoding="utf-8") as handle:
-        return [row for _, row in iter_jsonl_objects(handle, path)]
+    """Read JSON lines (one object each); a bad line, a folder or a file that is not UTF-8 raises
+    :class:`InputError` (a ValueError) naming the file and line number."""
+    text = read_input_text(path, fix="point params.yaml at a JSON-lines file")
+    return [row for _, row in iter_jsonl_objects(text.split("\n"), path, error=InputError)]  # U+2028 is text

@@ -15,8 +15,10 @@ A stage file is then only its own logic::
 
 :func:`run_stage` turns a user error into one ``error: ...`` line on stderr and an exit code, no
 traceback (``--debug`` shows it): :class:`ConfigError` -> 2; a missing input
-(``FileNotFoundError``), an :class:`LLMError` (server down, missing API key, corrupt cache) or a
-:class:`StageError` (failure budget exceeded, empty evaluation set) -> 1.
+(``FileNotFoundError``), an unreadable one (:class:`InputError`: a malformed line, not UTF-8, a missing
+column; or a path that is a folder, under a file, or not permitted), an :class:`LLMError` (server down,
+missing API key, corrupt cache) or a :class:`StageError` (failure budget exceeded, empty evaluation
+set) -> 1.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pydantic import BaseModel
 
 from pipelines.agents.shards import ShardConfig
 from pipelines.config import ConfigError, load_section
+from pipelines.errors import InputError
 from pipelines.io import write_json_atomic
 from pipelines.tracking import StageRun, stage_run
 
@@ -155,6 +158,11 @@ def _missing_input(exc: FileNotFoundError) -> str:
     return f"input not found: {name}; run the stage that makes it (dvc repro), or fix the path in params.yaml"
 
 
+def _unusable_path(exc: OSError) -> str:
+    name = exc.filename or str(exc)
+    return f"{name}: {exc.strerror or type(exc).__name__}; fix the path in params.yaml (a file where a file is read)"
+
+
 def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> int:
     """Run a stage body; a user error becomes one ``error: ...`` line and an exit code (see the
     module docstring). ``--debug`` in ``argv`` (default ``sys.argv``) also prints the traceback."""
@@ -182,7 +190,9 @@ def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> 
         error, message, code = exc, str(exc), 2
     except FileNotFoundError as exc:
         error, message, code = exc, _missing_input(exc), 1
-    except (LLMError, StageError) as exc:
+    except (IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        error, message, code = exc, _unusable_path(exc), 1
+    except (InputError, LLMError, StageError) as exc:
         error, message, code = exc, str(exc), 1
     finally:
         restore()

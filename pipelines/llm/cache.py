@@ -136,9 +136,9 @@ class RequestCache:
 
     def __init__(self, path: Path | str, *, timeout_s: float = 5.0):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.skipped_writes = 0  # puts given up because another process held the lock
         self._lock = threading.Lock()
+        self._check_path()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=timeout_s)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -159,6 +159,20 @@ class RequestCache:
         self.in_flight: dict[str, asyncio.Future] = {}  # key -> the reply of a call on its way (LLM.chat)
         self._writer = threading.Thread(target=self._write_loop, name="edumas-cache-writer", daemon=True)
         self._writer.start()
+
+    def _check_path(self) -> None:
+        """The cache's folder exists (made here) and the path is not a folder: else a :class:`CacheError`."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise CacheError(
+                f"request cache {self.path}: a part of its folder is a file, not a folder; set llm.cache to a file "
+                "path under a folder (e.g. cache/llm.sqlite)"
+            ) from None
+        if self.path.is_dir():
+            raise CacheError(
+                f"request cache {self.path} is a folder; set llm.cache to a file path (e.g. {self.path / 'llm.sqlite'})"
+            )
 
     def _error(self, exc: sqlite3.Error) -> CacheError:
         if _is_locked(exc):

@@ -8,14 +8,16 @@ and ``negative_labels``, so other files work without code, e.g. MathFish's CSV::
              knowledge_id: null, language: null}
 
 A missing ``knowledge_id`` column gives each distinct definition an id ``k-<sha1[:8]>``.
-A row whose label cannot be read is skipped, counted and logged (rows are forgiving).
+A row whose label cannot be read is skipped, counted and logged (rows are forgiving); a file that
+cannot be read (a folder, not UTF-8, a line that is not a JSON object, a missing column) raises
+:class:`InputError` naming the file and line.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import json
+import io
 import logging
 import random
 from collections import defaultdict
@@ -26,6 +28,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pipelines.config import StrictModel
+from pipelines.errors import InputError, read_input_text
+from pipelines.io import iter_jsonl_objects
 
 log = logging.getLogger(__name__)
 
@@ -78,20 +82,14 @@ class TaggingExample:
         return (self.knowledge_id, self.language)
 
 
-def _raw_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
+def _raw_rows(path: Path, fmt: str) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` of every row; :class:`InputError` for a file that cannot be read."""
     fmt = fmt if fmt != "auto" else ("csv" if path.suffix.lower() in (".csv", ".tsv") else "jsonl")
+    text = read_input_text(path, fix="set tagging.data.path to a .jsonl or .csv file")
     if fmt == "csv":
-        with open(path, encoding="utf-8", newline="") as handle:
-            return list(csv.DictReader(handle, delimiter="\t" if path.suffix.lower() == ".tsv" else ","))
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    log.warning("%s:%d: not valid JSON, skipped", path, number)
-    return rows
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        return [(reader.line_num, row) for row in reader]
+    return list(iter_jsonl_objects(text.split("\n"), path, error=InputError))  # not splitlines: U+2028 is text
 
 
 def _label(value: Any, cfg: TaggingDataConfig) -> int | None:
@@ -110,12 +108,12 @@ def read_examples(cfg: TaggingDataConfig, root: Path | str = ".") -> list[Taggin
         raise FileNotFoundError(f"{path}: tagging data not found; set tagging.data.path in params.yaml")
     f = cfg.fields
     examples, skipped = [], 0
-    for number, row in enumerate(_raw_rows(path, cfg.format), start=1):
+    for index, (number, row) in enumerate(_raw_rows(path, cfg.format), start=1):
         try:
             definition, question = str(row[f.definition]).strip(), str(row[f.question]).strip()
             label = _label(row[f.label], cfg)
         except KeyError as exc:
-            raise ValueError(f"{path}: row {number} has no column {exc}; fix tagging.data.fields") from None
+            raise InputError(f"{path}:{number}: no column {exc}; fix tagging.data.fields in params.yaml") from None
         if label is None or not definition or not question:
             skipped += 1
             continue
@@ -124,7 +122,7 @@ def read_examples(cfg: TaggingDataConfig, root: Path | str = ".") -> list[Taggin
         language = (row.get(f.language) if f.language else None) or cfg.default_language
         examples.append(
             TaggingExample(
-                id=str(row.get(f.id) if f.id and row.get(f.id) not in (None, "") else f"row-{number}"),
+                id=str(row.get(f.id) if f.id and row.get(f.id) not in (None, "") else f"row-{index}"),
                 knowledge_id=kid,
                 definition=definition,
                 question=question,
