@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pipelines.evaluation.report.plots import kgc_rounds_plot
 from pipelines.io import atomic_open
 from pipelines.kgc.schema import Argument, Entity, Event, Triple
 from pipelines.kgc.scoring import score
@@ -186,24 +187,9 @@ def write_reports(reports_dir: Path, metrics: dict[str, Any], data: dict[str, An
 
 
 def write_rounds_plot(path: Path, rows: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    curves: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for row in rows:
-        curves[f"{system_label(row['system'])} {row['dataset']}"].append((row["round"], 100 * row["f1"]))
-    for label, points in curves.items():
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-    ax.set_xlabel("round")
-    ax.set_ylabel("F1 (%)")
-    ax.set_title("CooperKGC: F1 per collaboration round")
-    if curves:
-        ax.legend(fontsize=7)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+    """``rounds.png``: the report's F1-per-round figure of these rows (F1 on 0-100, integer rounds,
+    the legend outside, all-zero series said so)."""
+    series: dict[str, list[float]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: r["round"]):
+        series[f"{system_label(row['system'])} · {row['dataset']}"].append(row["f1"])
+    kgc_rounds_plot(path, {"rounds": dict(series)}, title="CooperKGC: F1 per collaboration round")

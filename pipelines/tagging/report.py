@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.evaluation.report.inputs import tagging_section
+from pipelines.evaluation.report.plots import legend_outside, save_figure
 from pipelines.evaluation.report.render import table_markdown
 from pipelines.evaluation.report.tables import tagging_table
 from pipelines.io import atomic_open
@@ -43,11 +44,8 @@ def write_plot(path: Path | str, systems: dict[str, dict[str, Any]]) -> None:
         label = f"{method} ({m.get('backbone', '')})".replace(" ()", "")
         ax.bar(xs, [m["overall"].get(c, 1.0) for c in columns], width, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(columns))], [c.capitalize() for c in columns])
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("score")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("score (0-1)")
     ax.set_title("Knowledge tagging")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    with atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png")
-    plt.close(fig)
+    legend_outside(ax)  # beside the axes: it covers no bar (Coverage's included)
+    save_figure(fig, path)

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipelines.evaluation.report.plots import save_figure, step_axis
 from pipelines.io import atomic_open, write_json_atomic
 from pipelines.training.cards import render_model_card
 from pipelines.training.config import TrainConfig
@@ -88,8 +89,5 @@ def plot_losses(history: list[dict[str, float]], path: Path, *, title: str) -> N
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png")
-    plt.close(fig)
+    step_axis(ax, [h["step"] for h in history])
+    save_figure(fig, path)

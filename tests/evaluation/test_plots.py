@@ -62,8 +62,48 @@ def test_kgc_rounds_an_all_zero_f1_on_a_readable_axis(sections):
     assert _integer_ticks(ax.xaxis) and len(ax.get_lines()) == len(rounds)
     markers = {line.get_marker() for line in ax.get_lines()}
     assert len(markers) == len(rounds)  # coinciding series stay visible
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(rounds) and _legend_outside(fig, ax)
+    labels = [f"{series} (0 at every round)" for series in rounds]  # an all-zero series says so
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == labels and _legend_outside(fig, ax)
+    assert [t.get_text() for t in ax.texts] == [f"all {len(rounds)} series: F1 0 at every round (lines overlap)"]
     assert plots.percent_axis_top([0.0, 47.0]) == 60.0 and plots.percent_axis_top([99.0]) == 100.0
+
+
+def _captured(monkeypatch, module) -> list:
+    """The figures ``module`` hands to its ``save_figure`` (they stay open for the test)."""
+    figures: list = []
+    monkeypatch.setattr(module, "save_figure", lambda fig, path: figures.append(fig))
+    return figures
+
+
+def test_the_stages_own_plots_read_like_the_reports(monkeypatch, tmp_path):
+    """generate_kgc's rounds.png, generate_tagging's metrics.png and train's loss.png on the recorded
+    files: F1 on 0-100 (not a negative band), integer rounds and steps, legends beside the bars."""
+    import csv
+    import json
+
+    from pipelines.kgc import report as kgc_report
+    from pipelines.tagging import report as tagging_report
+    from pipelines.training import summary as training_summary
+
+    recorded = PROJECT / "tests/evaluation/recorded/smoke/reports"
+    figures = _captured(monkeypatch, plots)
+    with open(recorded / "generate_kgc/rounds.csv", encoding="utf-8", newline="") as handle:
+        rows = [{**r, "round": int(r["round"]), "f1": float(r["f1"])} for r in csv.DictReader(handle)]
+    kgc_report.write_rounds_plot(tmp_path / "rounds.png", rows)
+    ax = figures[-1].axes[0]
+    assert ax.get_ylim() == (0.0, 10.0) and _integer_ticks(ax.xaxis) and _legend_outside(figures[-1], ax)
+    assert ax.texts[0].get_text().endswith("F1 0 at every round (lines overlap)")
+
+    figures = _captured(monkeypatch, tagging_report)
+    systems = json.loads((recorded / "generate_tagging/metrics.json").read_text(encoding="utf-8"))["systems"]
+    tagging_report.write_plot(tmp_path / "metrics.png", systems)
+    ax = figures[-1].axes[0]
+    assert ax.get_ylim()[0] == 0.0 and _legend_outside(figures[-1], ax)  # the Coverage bars (1.0) uncovered
+
+    figures = _captured(monkeypatch, training_summary)
+    history = [{"step": s, "loss": v} for s, v in training_summary.read_loss_csv(recorded / "train/sft/loss.csv")]
+    training_summary.plot_losses(history, tmp_path / "loss.png", title="sft")
+    assert _integer_ticks(figures[-1].axes[0].xaxis)  # one logged step: no 0.75, 1.25 ticks
 
 
 def test_training_losses_on_separate_axes(sections):

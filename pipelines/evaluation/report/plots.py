@@ -42,16 +42,23 @@ def save_figure(fig, path: Path | str) -> Path:
     return Path(path)
 
 
-def _legend_outside(ax, *, columns: int = 1) -> None:
+def legend_outside(ax, *, columns: int = 1) -> None:
     """The legend to the right of the axes, covering nothing."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, ncol=columns)
 
 
-def _integer_ticks(axis) -> None:
+def integer_ticks(axis) -> None:
     from matplotlib.ticker import MaxNLocator
 
     axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def step_axis(ax, steps: Sequence[float]) -> None:
+    """Integer step ticks on the x axis (one or two steps: room for ticks around them)."""
+    if steps and max(steps) - min(steps) < 2:
+        ax.set_xlim(min(steps) - 1, max(steps) + 1)
+    integer_ticks(ax.xaxis)
 
 
 def _label_bars(ax, xs: Sequence[float], values: Sequence[float | None], *, fmt: str, top: float) -> None:
@@ -84,7 +91,7 @@ def tagging_figure(section: Mapping[str, Any], *, title: str = "Knowledge taggin
     ax.set_ylim(0, 1.08)
     ax.set_ylabel("score (0-1)")
     ax.set_title(title)
-    _legend_outside(ax)
+    legend_outside(ax)
     return fig
 
 
@@ -108,14 +115,18 @@ def kgc_rounds_figure(section: Mapping[str, Any], *, title: str = "KGC F1 per ro
     for i, (series, f1s) in enumerate(section["rounds"].items()):
         points = [100 * v for v in f1s]
         values += points
+        label = f"{series} (0 at every round)" if points and not any(points) else series
         ax.plot(range(len(points)), points, marker=MARKERS[i % len(MARKERS)], markersize=7 - i % 3,
-                linestyle=LINESTYLES[i % len(LINESTYLES)], label=series)  # fmt: skip
+                linestyle=LINESTYLES[i % len(LINESTYLES)], label=label)  # fmt: skip
+    if values and not any(values):  # the lines lie on top of each other at 0: say so, the plot is not empty
+        ax.text(0.5, 0.5, f"all {len(section['rounds'])} series: F1 0 at every round (lines overlap)",
+                ha="center", va="center", transform=ax.transAxes, fontsize=8, color="#a00")  # fmt: skip
     ax.set_xlabel("round (0 = each expert alone)")
     ax.set_ylabel("F1 (%)")
     ax.set_ylim(0, percent_axis_top(values))
-    _integer_ticks(ax.xaxis)
+    integer_ticks(ax.xaxis)
     ax.set_title(title)
-    _legend_outside(ax)
+    legend_outside(ax)
     return fig
 
 
@@ -151,7 +162,7 @@ def hts_figure(section: Mapping[str, Any], *, title: str = "HTS scores (50 = par
     ax.set_ylim(0, 105)
     ax.set_ylabel("score (0-100)")
     ax.set_title(title)
-    _legend_outside(ax)
+    legend_outside(ax)
     return fig
 
 
@@ -170,10 +181,7 @@ def training_loss_figure(section: Mapping[str, Any], *, title: str = "Training l
         ax.set_title(f"{run} ({result.get('method', '')})".replace(" ()", ""), fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
-        steps = [s for s, _ in points]
-        if steps and max(steps) - min(steps) < 2:  # one or two steps: room for integer ticks around them
-            ax.set_xlim(min(steps) - 1, max(steps) + 1)
-        _integer_ticks(ax.xaxis)
+        step_axis(ax, [s for s, _ in points])
         if not points:
             ax.text(0.5, 0.5, "no loss logged", ha="center", va="center", transform=ax.transAxes)
     fig.suptitle(title)
