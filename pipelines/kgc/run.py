@@ -202,7 +202,7 @@ async def _generate(
     cfg: KGCConfig, root: Path, runtime: LLMRuntime, *, exclude_ids: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
     evaluated, pools, schemas, data = read_data(cfg, root, exclude_ids=exclude_ids)
-    await runtime.preflight()
+    await runtime.preflight(schema=cfg.output_mode == "json")
     selector = make_selector(cfg, pools, evaluated, root)
     systems = build_systems(cfg, runtime, schemas, selector, {s.language for s in evaluated})
     outputs = cfg.shard.outputs(cfg.outputs, root)

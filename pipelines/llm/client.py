@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import time
 from typing import Any
 
 from pipelines.llm.accounting import Accounting
 from pipelines.llm.cache import RequestCache, request_key
 from pipelines.llm.config import LLMConfig
+from pipelines.llm.seeding import per_request
 from pipelines.llm.types import Backend, ChatResult, LLMError, Message, SamplingParams
 from pipelines.llm.waves import parked
 
@@ -143,7 +145,7 @@ class LLM:
         self, messages: list[Message], params: SamplingParams, sample_index: int, attempt: int, tag: str
     ) -> ChatResult:
         key = None
-        if self.cache is not None or getattr(self.backend, "wants_request_key", False):
+        if self.cache is not None or params.seed is not None or getattr(self.backend, "wants_request_key", False):
             key = request_key(self.backend.identity, messages, params, sample_index, attempt=attempt, tag=tag)
         if self.cache is not None:
             hit = await self.cache.aget(key)
@@ -161,7 +163,7 @@ class LLM:
             done: asyncio.Future = asyncio.get_running_loop().create_future()
             self.cache.in_flight[key] = done
         try:
-            result = await self._call(messages, params, key)
+            result = await self._call(messages, per_request(params, key), key)  # the seed of this request
         except BaseException:
             if self.cache is not None:
                 self._settle(key, None)
@@ -297,17 +299,24 @@ class LLMRuntime:
             default_params=params or self.config.sampling_for(role),
         )
 
-    async def preflight(self) -> None:
+    async def preflight(self, *, schema: bool = True) -> None:
         """Build every configured backend and check each distinct endpoint once (concurrently).
 
-        OpenAI-compatible servers get one cheap request each and an unreachable one raises
-        :class:`LLMError` naming its URL within seconds; local backends have nothing to check.
+        OpenAI-compatible servers get a few tiny requests each (the model list, a one-token chat call,
+        with ``schema`` a schema-constrained call: pass False for a run that sends no JSON schemas,
+        ``output_mode: text``); an unreachable one raises :class:`LLMError` naming its URL within
+        seconds, a server that refuses the name or ignores the schema raises too; local backends have
+        nothing to check.
         """
         backends: dict[int, Backend] = {}
         for role in ["default", *self.config.roles]:
             backend = self.backend_for(role)
             backends[id(backend)] = backend
-        checks = [check() for b in backends.values() if (check := getattr(b, "preflight", None)) is not None]
+        checks = [
+            check(schema=schema) if "schema" in inspect.signature(check).parameters else check()
+            for b in backends.values()
+            if (check := getattr(b, "preflight", None)) is not None
+        ]
         await asyncio.gather(*checks)
 
     async def close(self) -> None:

@@ -111,6 +111,12 @@ class OpenAIBackendConfig(_RoleSampling):
         description="at start, stop unless the server's /models list holds `model` (a server that lists no "
         "models, or answers no list, is not checked); false for servers whose list leaves out names they serve",
     )
+    breaker_failures: int = Field(
+        8,
+        ge=1,
+        description="attempts in a row on one server that get no answer (refused or dropped connections, "
+        "timeouts) before it is taken out of the run; with every server out the stage's calls fail at once",
+    )
     mode: Literal["online", "batch"] = "online"
     batch: BatchModeConfig = BatchModeConfig()
 

@@ -76,11 +76,52 @@ ReplyFn = Callable[[dict], str]
 
 
 def echo_reply(body: dict) -> str:
-    """Default reply: ``echo: <last user message>``."""
+    """Default reply: ``echo: <last user message>``; for a ``response_format`` ``json_schema``, the
+    smallest instance of the schema (a server that enforces schemas; ``reply=plain_echo`` ignores them)."""
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema") or {}
+        return orjson.dumps(smallest_instance(schema, schema)).decode()
+    return plain_echo(body)
+
+
+def plain_echo(body: dict) -> str:
+    """``echo: <last user message>`` whatever the request asks for (a server that ignores schemas)."""
     for message in reversed(body.get("messages") or []):
         if message.get("role") == "user":
             return f"echo: {message.get('content', '')}"
     return "echo:"
+
+
+def smallest_instance(node: Any, root: dict[str, Any]) -> Any:
+    """A small value that ``node`` (a JSON schema; ``$ref`` resolved in ``root``) accepts, for the
+    common keywords (const, enum, anyOf/oneOf/allOf, type, required, minItems, minLength, minimum)."""
+    if not isinstance(node, dict):
+        return None
+    if "$ref" in node:
+        target: Any = root
+        for part in str(node["$ref"]).lstrip("#/").split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return smallest_instance(target, root)
+    if "const" in node:
+        return node["const"]
+    if node.get("enum"):
+        return node["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if node.get(key):
+            return smallest_instance(node[key][0], root)
+    kind = node.get("type")
+    kind = next((k for k in kind if k != "null"), "null") if isinstance(kind, list) else kind
+    if kind == "object" or "properties" in node:
+        properties = node.get("properties") or {}
+        return {name: smallest_instance(properties.get(name, {}), root) for name in node.get("required") or []}
+    if kind == "array":
+        return [smallest_instance(node.get("items") or {}, root) for _ in range(int(node.get("minItems") or 0))]
+    if kind == "string":
+        return "x" * max(1, int(node.get("minLength") or 1))
+    if kind in ("integer", "number"):
+        return node.get("minimum", 0)
+    return True if kind == "boolean" else None
 
 
 class LoopbackServer:

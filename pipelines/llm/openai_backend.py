@@ -24,6 +24,19 @@ Structured output: ``json_schema`` is sent as ``response_format`` ``json_schema`
 ``json_object``, then the prompt alone, with one warning per server (the caller's parser still
 validates the reply).
 
+Overload and dead servers: once a reply times out, requests in flight are capped at half of what
+was in flight, growing back by one per that many replies in time
+(:class:`~pipelines.llm.ratelimit.AdaptiveLimit`; waiting for a slot is not part of
+``timeout_s``). ``breaker_failures`` attempts in a row on one server that get no answer take it out
+of the run; with every server out, every pending and later call fails at once with one message
+naming the servers and what failed (:class:`~pipelines.llm.pool.ServerPool`).
+
+``preflight`` checks each server before the run: ``GET /models`` (a name the server does not list
+stops the run; a list it does not answer is a warning: "name not checked"), one tiny chat call
+with the configured name (a name the server refuses stops the run with the fixes for that server),
+and, for runs that send schemas, one schema-constrained call: a reply outside the schema stops
+the run (the server ignores ``response_format``; every reply would go unparsed).
+
 ``mode: batch`` sends every call through the server's batch API instead
 (:mod:`pipelines.llm.batch_mode`; docs/batch.md); its journal lies beside ``cache_path``.
 """
@@ -57,8 +70,8 @@ from pipelines.llm.openai_protocol import (
     response_format,
     server_message,
 )
-from pipelines.llm.pool import ServerPool
-from pipelines.llm.ratelimit import RateLimiter, estimate_tokens
+from pipelines.llm.pool import PoolDown, ServerPool
+from pipelines.llm.ratelimit import AdaptiveLimit, RateLimiter, estimate_tokens
 from pipelines.llm.types import ChatResult, LLMError, Message, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -69,10 +82,13 @@ _warned: set[tuple[str, str]] = set()  # (what, url): warnings given once per pr
 class _Retryable(Exception):
     """An attempt failed in a way another attempt may fix; ``retry_after`` is the server's hint."""
 
-    def __init__(self, message: str, retry_after: float | None = None, server_fault: bool = True):
+    def __init__(
+        self, message: str, retry_after: float | None = None, server_fault: bool = True, *, unanswered: str = ""
+    ):
         super().__init__(message)
         self.retry_after = retry_after
         self.server_fault = server_fault
+        self.unanswered = unanswered  # "timeout" or "connection": no answer at all (the circuit breaker counts it)
 
 
 class _FormatRefused(Exception):
@@ -107,7 +123,9 @@ class OpenAIBackend:
                         url,
                         spec.api_key_env,
                     )
-        self.pool = ServerPool(spec.base_urls)
+        self.pool = ServerPool(spec.base_urls, trip_after=spec.breaker_failures)
+        self.gate = AdaptiveLimit()
+        self._down: asyncio.Event | None = None  # set when the breaker has taken every server out
         self.limiter = RateLimiter(spec.requests_per_minute, spec.tokens_per_minute)
         self.format_mode = {url: spec.structured_output for url in spec.base_urls}  # lowered on refusal
         self._semaphore: asyncio.Semaphore | None = None
@@ -142,6 +160,8 @@ class OpenAIBackend:
             old_guard, self._guard = self._guard, None
             self._loop = loop
             self._semaphore = asyncio.Semaphore(self.spec.max_concurrency) if self.spec.max_concurrency else None
+            self._down = asyncio.Event()
+            self.gate.bind()
             if old_guard is not None:
                 await old_guard.aclose()
             await _close_session(old)
@@ -246,12 +266,28 @@ class OpenAIBackend:
             for attempt in range(self.spec.max_retries + 1):
                 if self.limiter.active:  # tokens are reserved once per request (settled after success)
                     await self.limiter.acquire(estimate if attempt == 0 else 0)
-                server = self.pool.acquire(exclude=tried)
+                slot = await self.gate.acquire()
+                try:
+                    server = self.pool.acquire(exclude=tried)
+                except PoolDown as exc:
+                    await self.gate.release(slot)
+                    raise LLMError(self._down_message(exc)) from None
                 started = self.pool.now()
                 try:
                     result, used = await self._send(server.url, messages, params, bodies)
                 except _Retryable as exc:
-                    self.pool.release(server, ok=not exc.server_fault, started=started)
+                    cut = await self.gate.release(slot, timed_out=exc.unanswered == "timeout")
+                    if cut:
+                        self._warn_slow(server.url)
+                    self.pool.release(
+                        server,
+                        ok=not exc.server_fault,
+                        started=started,
+                        unanswered=str(exc) if exc.unanswered else None,
+                        neutral=exc.unanswered == "timeout" and not cut,  # one of a flood queued before the cut
+                    )
+                    if all(s.tripped for s in self.pool.servers):
+                        self._down.set()
                     if exc.server_fault:
                         tried.add(server.url)
                     if len(tried) >= len(self.pool.servers):
@@ -275,11 +311,14 @@ class OpenAIBackend:
                         self.spec.max_retries,
                         delay,
                     )
-                    await asyncio.sleep(delay)
+                    with contextlib.suppress(TimeoutError):  # woken early when the breaker takes every server out
+                        await asyncio.wait_for(self._down.wait(), delay)
                     continue
                 except BaseException:  # a final LLMError, or the caller cancelled us: free the slot, pass it on
-                    self.pool.release(server, ok=True, started=started)
+                    self.pool.release(server, ok=True, started=started, neutral=True)
+                    await asyncio.shield(self.gate.release(slot))
                     raise
+                await self.gate.release(slot)
                 self.pool.release(server, ok=True, started=started)
                 self.limiter.settle(estimate, used)
                 return result
@@ -315,6 +354,26 @@ class OpenAIBackend:
                 log.info("%s: structured output now %s", url, mode)
             return answer
 
+    def _down_message(self, exc: PoolDown) -> str:
+        return (
+            f"openai backend ({self.spec.model}): stopped sending: {exc} ({self.where}.breaker_failures="
+            f"{self.spec.breaker_failures}); the server is down or overloaded: check it (or lower the stage's "
+            "concurrency, raise timeout_s), then rerun: finished calls replay from the cache"
+        )
+
+    def _warn_slow(self, url: str) -> None:
+        """A timeout cut the requests in flight (:class:`AdaptiveLimit`); said once per server."""
+        if ("slow", url) in _warned:
+            return
+        _warned.add(("slow", url))
+        log.warning(
+            "%s: no reply within %gs (timeout_s); sending at most %d requests at once from now on (grows back as "
+            "replies come in time); a server that runs one request at a time needs a lower concurrency",
+            url,
+            self.spec.timeout_s,
+            int(self.gate.limit or 1),
+        )
+
     def _warn_capped(self) -> None:
         """Once per backend: its ``max_concurrency`` is making calls wait that the stage let through."""
         if ("capped", self.where) in _warned:
@@ -349,9 +408,10 @@ class OpenAIBackend:
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
         except TimeoutError as exc:
-            raise _Retryable(f"{url}: no reply within {self.spec.timeout_s}s") from exc
+            raise _Retryable(f"{url}: no reply within {self.spec.timeout_s}s", unanswered="timeout") from exc
         except aiohttp.ClientError as exc:
-            raise _Retryable(f"{url}: connection failed ({type(exc).__name__}: {self._scrub(str(exc))})") from exc
+            why = f"{url}: connection failed ({type(exc).__name__}: {self._scrub(str(exc))})"
+            raise _Retryable(why, unanswered="connection") from exc
         if status != 200:
             message = self._scrub(server_message(raw))
             codes = error_codes(raw)
@@ -377,16 +437,17 @@ class OpenAIBackend:
             snippet = self._scrub(raw[:200].decode("utf-8", "replace"))
             raise _Retryable(f"{url} sent a malformed reply ({exc}): {snippet!r}") from exc
 
-    async def preflight(self) -> None:
-        """One cheap request (``GET /models``) per base URL, all at once, within about
-        ``connect_timeout_s``. Raises :class:`LLMError` naming the URLs when none can be reached, when
-        a server refuses the API key, or when a server's model list lacks ``model`` (``vllm serve
-        /models/X`` serves ``/models/X``, not ``X``: every request would get 404); an unreachable
-        server of a larger pool is only warned about."""
+    async def preflight(self, *, schema: bool = True) -> None:
+        """Check every base URL at once before the run (see the module docstring): ``GET /models``, one
+        one-token chat call with the configured name and, with ``schema`` (the run sends JSON schemas)
+        unless ``structured_output`` is ``none``, one schema-constrained call. Raises
+        :class:`LLMError` when no server can be reached, or a server refuses the API key, does not
+        answer to ``model`` or answers outside the schema; an unreachable server of a larger pool is
+        only warned about."""
         await self._bind_loop()
         session = self._session_for_loop()
-        results = await asyncio.gather(*(self._probe(session, url) for url in self.spec.base_urls))
-        failures = [problem for problem in results if problem is not None]
+        checks = (self._check(session, url, schema=schema) for url in self.spec.base_urls)
+        failures = [problem for problem in await asyncio.gather(*checks) if problem is not None]
         if failures and len(failures) == len(self.spec.base_urls):
             raise LLMError(f"openai backend ({self.spec.model}): " + "; ".join(failures))
         for problem in failures:
@@ -394,8 +455,54 @@ class OpenAIBackend:
                 "openai backend (%s): %s; the other servers of the pool take its requests", self.spec.model, problem
             )
 
-    async def _probe(self, session: aiohttp.ClientSession, url: str) -> str | None:
-        """None when ``url`` answers; otherwise why not. A refused API key raises at once."""
+    async def _check(self, session: aiohttp.ClientSession, url: str, *, schema: bool) -> str | None:
+        """None when ``url`` is fit for the run; why not when it cannot be reached; raises otherwise."""
+        problem, served = await self._probe(session, url)
+        if problem is not None:
+            return problem
+        body = orjson.dumps(self.payload(PROBE_MESSAGES, SamplingParams(max_tokens=1), "none"))
+        try:
+            await self._attempt(url, body)
+        except _Retryable as exc:
+            return f"{self._scrub(str(exc))} (a one-token chat call)"
+        except LLMError as exc:
+            raise LLMError(f"{exc}; {self._name_fixes(served)}") from None
+        if schema and self.spec.structured_output != "none":
+            await self._check_schema(url)
+        return None
+
+    async def _check_schema(self, url: str) -> None:
+        """One call with :data:`PROBE_SCHEMA`; raises :class:`LLMError` when the reply is outside it."""
+        params = SamplingParams(max_tokens=32, json_schema=PROBE_SCHEMA)
+        try:
+            result, _ = await self._send(url, SCHEMA_MESSAGES, params, {})
+        except _Retryable as exc:
+            raise LLMError(f"openai backend ({self.spec.model}): the schema check failed: {exc}") from None
+        if _within_probe_schema(result.text, cut=result.finish_reason == "length"):
+            return
+        raise LLMError(
+            f"openai backend ({self.spec.model}): {url} answered outside the JSON schema it was sent "
+            f"(structured_output {self.format_mode[url]}; reply {result.text[:60]!r}): it ignores response_format, "
+            "so the run's replies would not parse. Ways out: a server with guided decoding (vllm serve, SGLang, "
+            f"llama.cpp's llama-server); {self.where}.structured_output: none (the schema in the prompt only, "
+            "every reply still validated; small models then leave many unparseable); or the stage's output_mode: "
+            "text (free-text prompts)"
+        )
+
+    def _name_fixes(self, served: list[str]) -> str:
+        """What makes a server take the configured name, for the server at hand."""
+        names = ", ".join(repr(m) for m in served[:5])
+        listed = f"set {self.where}.model to a name it lists ({names}), or " if served else ""
+        return (
+            f"fixes: {listed}set {self.where}.model to exactly the name the server answers to: for vllm serve the "
+            f"--served-model-name it was started with (else the model path), for transformers serve the path or "
+            f"Hub id it was started with (`transformers serve <model>`); {self.where}.check_model: false skips the "
+            "model-list check only, not this call"
+        )
+
+    async def _probe(self, session: aiohttp.ClientSession, url: str) -> tuple[str | None, list[str]]:
+        """(None, the names ``url`` lists) when it answers; (why not, []) otherwise. A refused API key,
+        or a model list without ``model``, raises at once."""
         timeout = aiohttp.ClientTimeout(
             total=self.spec.connect_timeout_s + 5.0, sock_connect=self.spec.connect_timeout_s
         )
@@ -404,25 +511,33 @@ class OpenAIBackend:
                 raw = await response.read()
                 status = response.status
         except TimeoutError:
-            return f"cannot reach {url}: no answer within {self.spec.connect_timeout_s + 5.0:g}s"
+            return f"cannot reach {url}: no answer within {self.spec.connect_timeout_s + 5.0:g}s", []
         except aiohttp.ClientError as exc:
-            return f"cannot reach {url} ({type(exc).__name__}: {self._scrub(str(exc))}); is the server up?"
+            return f"cannot reach {url} ({type(exc).__name__}: {self._scrub(str(exc))}); is the server up?", []
         if status in (401, 403):
             key = f"the API key from {self.spec.api_key_env}" if self._api_key else "a request without an API key"
             raise LLMError(
                 f"openai backend ({self.spec.model}): {url} refused {key} (HTTP {status}: "
                 f"{self._scrub(server_message(raw))}); check the key, or set api_key_env"
             )
-        if status == 200 and self.spec.check_model:
-            served = served_models(raw)
-            if served and self.spec.model not in served:
-                raise LLMError(
-                    f"openai backend: {url} does not serve model {self.spec.model!r} ({self.where}.model); it serves "
-                    f"{', '.join(repr(m) for m in served[:10])}. Set {self.where}.model to one of them, or start the "
-                    f"server with --served-model-name {self.spec.model} (vllm serve serves a model under its path "
-                    "otherwise)"
+        if status != 200:
+            if self.spec.check_model:
+                log.warning(
+                    "openai backend (%s): GET %s/models answered HTTP %d: model name not checked against its list "
+                    "(the chat check below still is)",
+                    self.spec.model,
+                    url,
+                    status,
                 )
-        return None
+            return None, []
+        served = served_models(raw)
+        if self.spec.check_model and served and self.spec.model not in served:
+            raise LLMError(
+                f"openai backend: {url} does not serve model {self.spec.model!r} ({self.where}.model); it lists "
+                f"{', '.join(repr(m) for m in served[:10])}. {self._name_fixes(served)}; for vllm serve, "
+                f"--served-model-name {self.spec.model} serves it under that name"
+            )
+        return None, served
 
     async def close(self) -> None:
         """Close the HTTP session (idempotent); batch mode stops following its batches (the journal
@@ -431,6 +546,27 @@ class OpenAIBackend:
             await self.batch.close()
         session, self._session = self._session, None
         await _close_session(session)
+
+
+PROBE_MESSAGES: list[Message] = [{"role": "user", "content": "Say OK."}]
+SCHEMA_MESSAGES: list[Message] = [{"role": "user", "content": "Reply with a JSON object."}]
+PROBE_SCHEMA: dict[str, Any] = {
+    "title": "preflight",
+    "type": "object",
+    "properties": {"preflight_7f3a": {"type": "boolean"}},
+    "required": ["preflight_7f3a"],
+    "additionalProperties": False,
+}
+"""The schema check's schema: a key no model writes unless the server enforces the schema."""
+
+
+def _within_probe_schema(text: str, *, cut: bool) -> bool:
+    """Whether ``text`` is an instance of :data:`PROBE_SCHEMA` (a reply cut by ``max_tokens``: its start)."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return cut and text.lstrip().startswith("{") and "preflight_7f3a" in text
+    return isinstance(data, dict) and set(data) == {"preflight_7f3a"} and isinstance(data["preflight_7f3a"], bool)
 
 
 def served_models(raw: bytes) -> list[str]:

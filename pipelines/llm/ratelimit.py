@@ -108,3 +108,48 @@ class RateLimiter:
         """
         if self.tokens is not None and tokens_used is not None and tokens_used >= 0:
             self.tokens.refund(token_estimate - tokens_used)
+
+
+class AdaptiveLimit:
+    """Requests in flight to one backend, cut when a server stops answering in time.
+
+    No limit until a reply times out; then the limit becomes half the requests that were in flight
+    (at least 1), and grows by one per ``limit`` replies in time (additive increase, multiplicative
+    decrease). A timed-out request that went out before the last cut cuts nothing more: one flood
+    of requests queued in an overloaded server halves the limit once, not once per request. Time
+    spent waiting here is not part of a request's ``timeout_s``, so resends wait for a free slot
+    instead of queueing in the server again. ``bind()`` under each new event loop.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.limit: float | None = None
+        self.in_use = 0
+        self.last_cut = float("-inf")
+        self.now = clock
+        self._cond: asyncio.Condition | None = None
+
+    def bind(self) -> None:
+        self._cond = asyncio.Condition()
+        self.in_use = 0
+
+    async def acquire(self) -> float:
+        """Wait for a slot; returns the start time to give :meth:`release`."""
+        if self._cond is None:
+            self.bind()
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.limit is None or self.in_use < self.limit)
+            self.in_use += 1
+        return self.now()
+
+    async def release(self, started: float, *, timed_out: bool = False) -> bool:
+        """Free a slot; True when this timeout cut the limit (one that went out after the last cut)."""
+        cut = False
+        async with self._cond:
+            if timed_out and started > self.last_cut:
+                self.limit = max(1.0, self.in_use / 2)
+                self.last_cut, cut = self.now(), True
+            elif not timed_out and self.limit is not None:
+                self.limit += 1 / self.limit
+            self.in_use -= 1
+            self._cond.notify_all()
+        return cut

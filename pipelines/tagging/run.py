@@ -198,7 +198,7 @@ def _embedders(cfg: TaggingConfig, root: Path):
 async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
     llm_systems = [s for s in cfg.systems if s in LLM_SYSTEMS]
     if llm_systems:
-        await runtime.preflight()
+        await runtime.preflight(schema=cfg.output_mode == "json")
     examples = read_examples(cfg.data, root)
     split = split_examples(examples, cfg.split)
     evaluation = limit_examples(split.evaluation, cfg.data.limit, cfg.data.seed)

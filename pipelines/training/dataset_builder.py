@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from pipelines.config import StrictModel
-from pipelines.io import atomic_open, read_jsonl, write_json_atomic, write_jsonl_atomic
+from pipelines.io import apply_umask_modes, atomic_open, read_jsonl, write_json_atomic, write_jsonl_atomic
 from pipelines.training.cards import render_data_card
 from pipelines.training.chat_encoding import install_remote_code_shims, tokenizer_fingerprint
 from pipelines.training.dataset_targets import DatasetTarget
@@ -193,6 +193,7 @@ def save_dataset_dict(splits: dict[str, list[dict[str, Any]]], kind: str, dest: 
         )
     else:
         (tmp / "EMPTY.md").write_text(f"No usable {kind} rows; see data_card.json for what the inputs held.\n")
+    apply_umask_modes(tmp)  # mkdtemp makes the folder 0700
     old = dest.with_name(f".{dest.name}.old")
     if dest.exists():
         shutil.rmtree(old, ignore_errors=True)

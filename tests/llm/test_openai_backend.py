@@ -680,7 +680,8 @@ def test_preflight_stops_when_the_server_serves_the_model_under_another_name():
     assert f"{srv.url} does not serve model 'Qwen2.5-7B-Instruct' (llm.default.model)" in message
     assert "'/models/Qwen2.5-7B-Instruct'" in message and "--served-model-name Qwen2.5-7B-Instruct" in message
     assert run(main(["Qwen2.5-7B-Instruct"], "Qwen2.5-7B-Instruct"))[0] is None  # served under its name
-    assert run(main(["/models/X"], "X", check_model=False))[0] is None  # a server whose list leaves names out
+    skipped_list = run(main(["/models/X"], "X", check_model=False))[0]  # the list unchecked: the chat call refuses
+    assert "HTTP 404" in skipped_list and "fixes:" in skipped_list and "check_model: false" in skipped_list
     assert run(main(None, "anything"))[0] is None  # a server that lists no models is not checked
 
 
@@ -712,7 +713,7 @@ def test_preflight_passes_a_live_pool_warns_about_a_dead_member_and_rejects_a_ba
 
     with caplog.at_level(logging.WARNING, logger="pipelines.llm.openai_backend"):
         message, chats = run(main())
-    assert chats == 0  # the probe costs no completion
+    assert chats == 2  # a one-token chat call with the configured name and one schema-constrained call
     assert dead in caplog.text and "cannot reach" in caplog.text
     assert "HTTP 401" in message and KEY_ENV in message and KEY not in message
 
