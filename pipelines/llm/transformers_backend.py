@@ -11,7 +11,9 @@ costs a CPU prefill as much as real tokens). Requests in a batch may differ in e
 
 - sampling is done per row by :class:`RowSampler` (temperature, top-p, and a generator seeded
   from the request's ``seed`` and choice index), so ``temperature == 0`` rows stay greedy and a
-  seeded row draws from its own generator whatever it is batched with;
+  seeded row draws from its own generator whatever it is batched with; through :class:`LLM` that
+  seed is already the request's own (:mod:`pipelines.llm.seeding`: the role's seed with the
+  request's key), so two prompts of one role never share a random stream;
 - :class:`RowStopper` ends a row at its own ``max_tokens`` or when one of its stop strings appears;
   the text is cut before the stop string;
 - a row whose request has ``json_schema`` is constrained by its own xgrammar matcher

@@ -6,7 +6,8 @@ built; without it the constructor raises :class:`LLMError` saying ``pip install 
 
 Each chat is rendered with the model's own chat template (the transformers tokenizer, exactly as
 the transformers backend renders it), sent as token ids, and answered with vLLM sampling:
-greedy at ``temperature == 0``, ``n`` choices, stop strings (cut from the text), ``seed``, and
+greedy at ``temperature == 0``, ``n`` choices, stop strings (cut from the text), ``seed`` (through
+:class:`LLM` the request's own, :mod:`pipelines.llm.seeding`), and
 structured output when ``json_schema`` is set. Greedy with ``n > 1`` (which vLLM rejects) asks
 for one choice and returns ``n`` copies of it, as the transformers backend does; usage counts the
 tokens generated once. A request the engine ends with finish reason ``error`` or ``abort`` raises

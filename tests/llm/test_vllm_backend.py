@@ -23,9 +23,10 @@ import pytest
 from pydantic import ValidationError
 
 from pipelines.llm import vllm_backend
-from pipelines.llm.cache import RequestCache
+from pipelines.llm.cache import RequestCache, request_key
 from pipelines.llm.client import LLM
 from pipelines.llm.config import VLLM_LORA_RANKS, VLLMBackendConfig
+from pipelines.llm.seeding import request_seed
 from pipelines.llm.types import LLMError, SamplingParams
 from pipelines.llm.vllm_backend import INSTALL_HINT, VLLMBackend, engine_args, lora_name, vllm_identity
 
@@ -158,6 +159,23 @@ def test_greedy_with_n_asks_for_one_choice_and_copies_it(stub_vllm):
         and greedy.usage.completion_tokens == 3
         and [c.text for c in sampled.choices] == ["reply 0", "reply 1", "reply 2"]
     )
+
+
+def test_the_engine_gets_each_requests_own_seed(stub_vllm):
+    """Through LLM, vLLM's ``SamplingParams.seed`` is the role's seed combined with the request's key."""
+    engine = StubEngine()
+    backend = stub_vllm(engine)
+    params = SamplingParams(temperature=0.7, seed=3)
+    llm = LLM(backend, default_params=params)
+
+    async def main():
+        await llm.chat(HI)
+        await llm.chat([{"role": "user", "content": "bye"}])
+
+    asyncio.run(main())
+    prompts = (HI, [{"role": "user", "content": "bye"}])
+    expected = [request_seed(3, request_key(backend.identity, m, params, 0)) for m in prompts]
+    assert [r.seed for r in engine.requests] == expected and expected[0] != expected[1]
 
 
 def test_empty_stop_strings_never_reach_the_engine(stub_vllm):
