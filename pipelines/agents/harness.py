@@ -22,7 +22,11 @@ summary line is logged. A sample *failed* for a system when its worker raised or
 calls failed for good (an unparseable reply is not a failure; it is counted per agent; a trace
 row marked ``shared=True``, a record reused from another sample, is not counted again). More
 failed samples than ``max_failed_share`` raises :class:`FailureBudgetExceeded` after writing the
-outputs. The harness never closes the runtime whose accounting it is given. ``shard=`` runs one
+outputs; so does a system with more unparseable replies than ``max_unparseable_share`` of its
+replies (a server that ignores the schemas it is sent: every sample "succeeds" with nothing in it).
+A run that fails or is cancelled before its end removes the outputs an earlier run left in its
+folders (predictions, traces, exports, failures.json, usage.json), so no stale file sits beside the
+error. The harness never closes the runtime whose accounting it is given. ``shard=`` runs one
 shard's samples only and records what a merge needs (:mod:`pipelines.agents.shards`).
 """
 
@@ -41,7 +45,7 @@ from typing import Any, Generic, TypeVar
 from pipelines.agents.outputs import GenerationOutputs
 from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
 from pipelines.agents.shards import ShardConfig
-from pipelines.io import temporary_sibling, write_json_atomic
+from pipelines.io import forget_temporary, temporary_sibling, write_json_atomic
 from pipelines.llm.accounting import Accounting, usage_delta, usage_scope, usage_snapshot
 from pipelines.stage import StageError
 
@@ -53,6 +57,10 @@ R = TypeVar("R")
 
 class FailureBudgetExceeded(StageError):
     """More samples failed than ``max_failed_share`` allows; the outputs and failures.json are written."""
+
+
+class UnparseableBudgetExceeded(FailureBudgetExceeded):
+    """Most replies of a system did not parse (more than ``max_unparseable_share``); outputs are written."""
 
 
 class EmptyEvaluation(StageError):
@@ -188,12 +196,14 @@ class JsonlStream:
         os.fsync(self._handle.fileno())
         self._handle.close()
         os.replace(self._tmp, self.path)
+        forget_temporary(self._tmp)
 
     def discard(self) -> None:
         if not self._handle.closed:
             self._handle.close()
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
+        forget_temporary(self._tmp)
 
 
 async def run_systems(
@@ -209,6 +219,7 @@ async def run_systems(
     order: Sequence[str] | None = None,
     concurrency: int = 16,
     max_failed_share: float = 0.2,
+    max_unparseable_share: float = 0.5,
     progress: bool = True,
     desc: str = "generate",
     shard: ShardConfig | None = None,
@@ -303,11 +314,13 @@ async def run_systems(
                 streams[file].write(row)
 
     runner = Runner(concurrency, desc=desc, progress=progress)
+    reports_dir = Path(outputs.reports_dir)
     try:
         run = await runner.run(items, worker, sample_id=sample_id, on_done=on_done)
     except BaseException:
         for stream in streams.values():
             stream.discard()
+        remove_earlier_outputs([s.path for s in streams.values()], reports_dir)
         raise
     for stream in streams.values():
         stream.commit()
@@ -326,7 +339,6 @@ async def run_systems(
         usage_before=usage_before,
         usage_delta=usage_delta(usage_snapshot(accounting), usage_before),
     )
-    reports_dir = Path(outputs.reports_dir)
     write_json_atomic(reports_dir / "usage.json", accounting.report())
     write_json_atomic(reports_dir / "failures.json", harness.failure_summary())
     log.info("%s", summary_line(harness, desc=desc, max_failed_share=max_failed_share))
@@ -339,7 +351,28 @@ async def run_systems(
             f"({harness.failed_share:.0%} > max_failed_share {max_failed_share:.0%}); most common error: {message}; "
             f"traces in {generated / 'traces.jsonl'}, summary in {reports_dir / 'failures.json'}"
         )
+    for name, report in reports.items():
+        counts = report.unparseable().values()
+        replies, bad = sum(c["replies"] for c in counts), sum(c["unparseable"] for c in counts)
+        if replies and bad / replies > max_unparseable_share:
+            raise UnparseableBudgetExceeded(
+                f"{desc}: {name}: {bad} of {replies} replies unparseable ({bad / replies:.0%} > "
+                f"max_unparseable_share {max_unparseable_share:.0%}); a server that ignores response_format "
+                "(docs/runtime.md) or a model too small for the prompts; traces in "
+                f"{generated / 'traces.jsonl'}"
+            )
     return harness
+
+
+def remove_earlier_outputs(files: Iterable[Path], reports_dir: Path) -> None:
+    """Remove ``files`` and the reports an earlier run left (a failed run leaves no stale file)."""
+    for path in [*files, reports_dir / "failures.json", reports_dir / "usage.json"]:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not remove %s from an earlier run: %s", path, exc)
 
 
 def summary_line(report: HarnessReport, *, desc: str, max_failed_share: float) -> str:

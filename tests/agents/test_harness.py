@@ -205,3 +205,29 @@ def test_unknown_role_lists_the_valid_ones():
     with pytest.raises(ValueError, match="unknown role 'numerical_judg' in llm.roles; valid roles: planner, solver"):
         typo.check_roles(("planner", "solver"))
     LLMConfig(default=default, roles={"solver": {"sampling": {}}}).check_roles(("planner", "solver"))
+
+
+def test_a_run_whose_replies_mostly_do_not_parse_fails_after_writing_its_outputs(tmp_path):
+    """Issue 36.10: a server that ignores the schema gives replies none of which parse; the run said
+    nothing failed (exit 0, coverage 0.00). Multiples of 5 get "hmm" (unparseable) from Backend."""
+    from pipelines.agents.harness import UnparseableBudgetExceeded
+
+    with pytest.raises(UnparseableBudgetExceeded, match=r"single: 3 of 4 replies unparseable \(75% > max_unparse"):
+        run([5, 10, 15, 2], tmp_path)
+    assert len(read(tmp_path / "gen/predictions.jsonl")) == 4  # the outputs are written first
+    report, _ = run([5, 2, 4, 6], tmp_path / "fine")  # 1 of 4 unparseable: within the budget
+    assert report.samples == 4
+
+
+def test_a_failed_run_leaves_no_output_of_an_earlier_run(tmp_path):
+    run([2, 4], tmp_path)
+    assert (tmp_path / "gen/traces.jsonl").exists() and (tmp_path / "rep/failures.json").exists()
+
+    class Crash(Backend):
+        async def chat(self, messages, params):
+            raise asyncio.CancelledError  # a stage stopped mid-run (SIGTERM cancels), not a sample's failure
+
+    with pytest.raises(asyncio.CancelledError):
+        run([2, 4], tmp_path, backend=Crash())
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert left == []  # before: the earlier run's predictions, traces, rows, usage.json and failures.json
