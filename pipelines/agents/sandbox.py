@@ -46,7 +46,6 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -58,6 +57,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from pipelines.agents import sandbox_runner
+from pipelines.agents.sandbox_isolation import FOLDER_PREFIX, Isolation, clean_leftovers, probe
 from pipelines.config import StrictModel
 
 RUNNER = Path(sandbox_runner.__file__).resolve()
@@ -140,25 +140,28 @@ def parse_verdict(stdout: str) -> bool | None:
     return None
 
 
-_netns: bool | None = None
-_UNSHARE = shutil.which("unshare")
+_isolation: Isolation | None = None
+_isolation_lock = threading.Lock()
+
+
+def isolation() -> Isolation:
+    """The kernel layers used here (namespaces, unprivileged user), probed once per process; the
+    first call also deletes sandbox folders left by dead owners."""
+    global _isolation
+    with _isolation_lock:
+        if _isolation is None:
+            clean_leftovers()
+            _isolation = probe(RUNNER)
+    return _isolation
 
 
 def network_namespace_available() -> bool:
-    """Whether ``unshare --user --net`` works here without privileges (checked once per process)."""
-    global _netns
-    if _netns is None:
-        try:
-            done = subprocess.run([_UNSHARE, "--user", "--net", "true"], capture_output=True, timeout=5)
-            _netns = done.returncode == 0
-        except (OSError, TypeError, subprocess.SubprocessError):  # TypeError: no unshare on PATH
-            _netns = False
-    return _netns
+    """Whether the program runs in its own network namespace here."""
+    return "--net" in isolation().namespace_flags
 
 
 def _command(limits: SandboxLimits) -> list[str]:
-    prefix = [_UNSHARE, "--user", "--net", "--"] if network_namespace_available() else []
-    return prefix + [
+    return isolation().prefix() + [
         sys.executable, "-I", "-S", "-X", "utf8", "-c", BOOT,
         str(max(1, math.ceil(limits.cpu_time_s))), str(limits.memory_mb * 1024 * 1024),
         str(limits.max_output_bytes), ",".join(limits.allowed_imports),
@@ -190,8 +193,8 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
     At most ``MAX_PARALLEL_RUNS`` programs run at once per event loop; others wait for a slot.
     """
     limits = limits or SandboxLimits()
-    if _netns is None:
-        await asyncio.to_thread(network_namespace_available)
+    if _isolation is None:
+        await asyncio.to_thread(isolation)
     loop = asyncio.get_running_loop()
     if loop not in _slots:
         _slots[loop] = asyncio.Semaphore(MAX_PARALLEL_RUNS)
@@ -202,14 +205,16 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
 async def _run_once(code: str, limits: SandboxLimits) -> SandboxResult:
     """One sandboxed run: start the child, feed the source, read capped output, enforce the wall limit."""
     start = time.perf_counter()
-    folder = tempfile.mkdtemp(prefix="edumas-sandbox-")
+    folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
+    if _isolation.user is not None:
+        os.chown(folder, _isolation.user, _isolation.user)
     killed: list[str] = []
     out, err, budget = bytearray(), bytearray(), [limits.max_output_bytes]
     process = None
     try:
         process = await asyncio.create_subprocess_exec(
             *_command(limits), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, cwd=folder, env={}, start_new_session=True,
+            stderr=asyncio.subprocess.PIPE, cwd=folder, env={}, start_new_session=True, **_isolation.process_options(),
         )  # fmt: skip
 
         def overflow() -> None:

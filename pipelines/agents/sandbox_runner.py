@@ -32,6 +32,8 @@ Not covered (CPython raises no audit event): ``os.stat``/``os.readlink``/``os.ac
 paths still answer, so the program can learn whether a file exists and its size, not its content.
 """
 
+import _imp
+import _signal
 import _thread
 import builtins
 import io
@@ -45,6 +47,7 @@ EXIT_FORBIDDEN_OPERATION = 118
 EXIT_MEMORY = 119
 MAX_WRITE_OPENS = 64
 MAX_OPEN_FILES = 32
+ORPHAN_CHECK_S = 0.5
 
 # Pure-computation standard-library modules that the default allowed modules import, eagerly or lazily
 # (found by tracing "import" audit events while exercising them). They stay importable whatever
@@ -66,13 +69,16 @@ LAZY_INTERNALS = frozenset((
 # Audit events that cannot reach outside the process.
 # fmt: off
 HARMLESS_EVENTS = frozenset((
-    "exec", "compile", "object.__getattr__", "object.__delattr__", "sys._getframe", "sys._getframemodulename",
+    "exec", "compile", "object.__delattr__", "sys._getframe", "sys._getframemodulename",
     "time.sleep", "builtins.id", "array.__new__", "function.__new__", "sys.excepthook",
     "sys.unraisablehook", "sys.set_asyncgen_hooks_firstiter", "sys.set_asyncgen_hooks_finalizer",
     "cpython.PyInterpreterState_Clear", "cpython._PySys_ClearAuditHooks",
 ))
 # fmt: on
 PROTECTED_FUNCTION_ATTRIBUTES = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
+# Readable attributes that would hand out what a guard keeps in its default arguments (the real
+# ``_imp.create_builtin``); reading a function's ``__code__`` stays allowed.
+SECRET_FUNCTION_ATTRIBUTES = frozenset(("__defaults__", "__kwdefaults__"))
 WRITE_FLAGS = posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC | posix.O_APPEND
 
 
@@ -80,15 +86,18 @@ class ForbiddenImport(ModuleNotFoundError):
     """An import the sandbox refuses (looks like a missing module, so stdlib fallbacks still work)."""
 
 
-def _within(path, roots, cwd, _type=type, _str=str, _bytes=bytes, _int=int, _decode=bytes.decode, _split=str.split):
-    """True when ``path`` (exact str/bytes, absolute or relative to ``cwd``) lies under one of ``roots``."""
+def _within(path, roots, _type=type, _str=str, _bytes=bytes, _decode=bytes.decode, _split=str.split):
+    """True when ``path`` (exact str/bytes) is absolute and lies under one of ``roots``.
+
+    A relative path is never inside: the audit events do not carry ``dir_fd``, so ``os.open("x",
+    dir_fd=fd)`` would be judged as if relative to the sandbox folder while the kernel resolves it
+    in whatever folder ``fd`` is (the standard library's, say). The kernel ignores ``dir_fd`` for
+    absolute paths."""
     if _type(path) is _bytes:
         path = _decode(path, "utf-8", "surrogateescape")
     elif _type(path) is not _str:
         return False
-    if not path.startswith("/"):
-        path = cwd + "/" + path
-    if ".." in _split(path, "/") or "\x00" in path:
+    if not path.startswith("/") or ".." in _split(path, "/") or "\x00" in path:
         return False
     for root in roots:  # noqa: SIM110 -- a plain loop: ``any`` could be rebound by the program
         if path == root or path.startswith(root + "/"):
@@ -106,11 +115,11 @@ def _make_hook(tmp, stdlib, allowed_tops):
         _lazy=LAZY_INTERNALS,
         _allowed=allowed_tops,
         _protected=PROTECTED_FUNCTION_ATTRIBUTES,
+        _secret=SECRET_FUNCTION_ATTRIBUTES,
         _write_flags=WRITE_FLAGS,
         _reads=(tmp, stdlib),
         _writes=(tmp,),
         _stdlib=(stdlib,),
-        _cwd=tmp,
         _within=_within,
         _writes_left=[MAX_WRITE_OPENS],  # noqa: B006 -- the write budget of this run, private to the hook
         _last_pyc=[None],  # noqa: B006 -- the standard-library .pyc the import system opened last
@@ -129,7 +138,7 @@ def _make_hook(tmp, stdlib, allowed_tops):
             return
         if event == "import":
             name, filename = args[0], args[1]
-            if _type(name) is not _str or (filename is not None and not _within(filename, _stdlib, _cwd)):
+            if _type(name) is not _str or (filename is not None and not _within(filename, _stdlib)):
                 reason = "import of a module from outside the standard library"
             elif _partition(name, ".")[0] in _allowed or name in _lazy or name.startswith("encodings."):
                 return
@@ -142,14 +151,14 @@ def _make_hook(tmp, stdlib, allowed_tops):
             writes = (_type(flags) is _int and flags & _write_flags) or (
                 _type(mode) is _str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
             )
-            if not writes and _within(path, _reads, _cwd):
-                if _type(path) is _str and path.endswith(".pyc") and _within(path, _stdlib, _cwd):
+            if not writes and _within(path, _reads):
+                if _type(path) is _str and path.endswith(".pyc") and _within(path, _stdlib):
                     _last_pyc[0] = path
                 return
-            if writes and _within(path, _writes, _cwd) and _writes_left[0] > 0:
+            if writes and _within(path, _writes) and _writes_left[0] > 0:
                 _writes_left[0] -= 1
                 return
-            reason = "open() outside the sandbox folder or too many file writes"
+            reason = "open() of a relative path or outside the sandbox folder, or too many file writes"
         elif event == "marshal.loads":
             # The import system unmarshals the .pyc it just opened; anything else could be crafted
             # bytecode (memory corruption), so the bytes must equal that file's code section.
@@ -162,9 +171,13 @@ def _make_hook(tmp, stdlib, allowed_tops):
                     return
             reason = "unmarshalling bytes that are not standard-library bytecode"
         elif event == "os.listdir" or event == "os.scandir":
-            if _within(args[0], _reads, _cwd):
+            if _within(args[0], _reads):
                 return
             reason = "listing a folder outside the sandbox"
+        elif event == "object.__getattr__":
+            if _type(args[1]) is _str and args[1] not in _secret:
+                return
+            reason = "reading a function's defaults"
         elif event == "object.__setattr__":
             if _type(args[1]) is _str and args[1] not in _protected:
                 return
@@ -204,9 +217,24 @@ def _program_builtins(allowed_tops):
     return names
 
 
-# Functions CPython does not audit that create files (mkfifo, mknod) or threads (a second thread could
-# change a buffer between the hook's check and its use); removed before the program runs.
-UNAUDITED = ((os, ("mkfifo", "mknod")), (posix, ("mkfifo", "mknod")), (_thread, ("start_new_thread", "start_new")))
+# Functions CPython does not audit (or audits, but need not be there) that create files (mkfifo,
+# mknod), threads (a second thread could change a buffer between the hook's check and its use), or
+# reach other processes or the process's identity (pidfd, signals, ids, sessions, namespaces,
+# scheduling); removed before the program runs. ``_imp`` could build fresh copies of these modules,
+# so its module constructors are guarded too (:func:`_guard_module_rebuild`).
+# fmt: off
+PROCESS_CONTROL = (
+    "kill", "killpg", "pidfd_open", "setns", "unshare", "setsid", "setpgid", "setpgrp", "tcsetpgrp", "setuid",
+    "seteuid", "setreuid", "setresuid", "setgid", "setegid", "setregid", "setresgid", "setgroups", "initgroups",
+    "sched_setaffinity", "sched_setscheduler", "sched_setparam", "setpriority", "nice", "waitpid", "wait",
+    "wait3", "wait4", "waitid",
+)
+UNAUDITED = (
+    (os, ("mkfifo", "mknod", *PROCESS_CONTROL)), (posix, ("mkfifo", "mknod", *PROCESS_CONTROL)),
+    (_thread, ("start_new_thread", "start_new")),
+    (_signal, ("pidfd_send_signal", "pthread_kill", "sigqueue", "signal", "siginterrupt", "pthread_sigmask")),
+)
+# fmt: on
 
 
 def _remove_unaudited():
@@ -215,10 +243,88 @@ def _remove_unaudited():
             module.__dict__.pop(name, None)
 
 
+class _Spec:
+    """The two attributes ``_imp``'s constructors read, copied once (a crafted spec could answer
+    ``math`` to the guard and ``posix`` to the constructor)."""
+
+    __slots__ = ("name", "origin")
+
+    def __init__(self, name, origin):
+        self.name, self.origin = name, origin
+
+
+def _guard_module_rebuild(allowed_tops):
+    """``_imp.create_builtin``/``create_dynamic`` build a fresh copy of a module, with every function
+    removed above; let them build only a module the import hook allows and that is not loaded yet
+    (the import system calls them only then). The real ones live in the guards' defaults, which the
+    audit hook does not let the program read."""
+    for name in ("create_builtin", "create_dynamic"):
+        _imp.__dict__[name] = _make_rebuild_guard(_imp.__dict__[name], allowed_tops)
+
+
+def _make_rebuild_guard(real, allowed_tops):
+    def guarded(
+        spec,
+        *args,
+        _real=real,
+        _allowed=allowed_tops,
+        _lazy=LAZY_INTERNALS,
+        _modules=sys.modules,
+        _spec=_Spec,
+        _getattr=getattr,
+        _type=type,
+        _str=str,
+        _partition=str.partition,
+        _encode=str.encode,
+        _write=posix.write,
+        _exit=posix._exit,
+        _exit_code=EXIT_FORBIDDEN_OPERATION,
+    ):
+        name = _getattr(spec, "name", None)
+        if (
+            _type(name) is _str
+            and name not in _modules
+            and (_partition(name, ".")[0] in _allowed or name in _lazy or name.startswith("encodings."))
+        ):
+            return _real(_spec(name, _getattr(spec, "origin", None)), *args)
+        _write(2, _encode("\nsandbox: blocked rebuilding module " + repr(name) + "\n", "utf-8", "replace"))
+        _exit(_exit_code)
+
+    return guarded
+
+
+def _run_in_child():
+    """Fork; the child returns and runs the program, this process waits for it and ends the same way.
+
+    Started under ``unshare --pid`` the child is PID 1 of a new PID namespace: no process outside
+    it has a number it could name. This process also kills the child when its own parent (the
+    stage) dies, so a killed stage leaves no program running. Returns only in the child."""
+    stage = posix.getppid()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the status is passed on by a signal to this process
+    child = posix.fork()
+    if child == 0:
+        return
+
+    def orphaned(signum, frame):
+        if posix.getppid() != stage:
+            posix.kill(child, _signal.SIGKILL)
+
+    _signal.signal(_signal.SIGALRM, orphaned)
+    _signal.setitimer(_signal.ITIMER_REAL, ORPHAN_CHECK_S, ORPHAN_CHECK_S)
+    status = posix.waitpid(child, 0)[1]
+    _signal.setitimer(_signal.ITIMER_REAL, 0, 0)
+    if posix.WIFSIGNALED(status):
+        signum = posix.WTERMSIG(status)
+        if signum != _signal.SIGKILL:
+            _signal.signal(signum, _signal.SIG_DFL)
+        posix.kill(posix.getpid(), signum)
+    posix._exit(posix.WEXITSTATUS(status) if posix.WIFEXITED(status) else 1)
+
+
 def _set_limits(cpu_s, memory_bytes, file_bytes):
     """Lower soft and hard limits (never raised again: the hook blocks resource.setrlimit)."""
     for limit, value, hard in (
-        (resource.RLIMIT_CPU, cpu_s, cpu_s + 1),
+        (resource.RLIMIT_CPU, cpu_s, cpu_s),  # SIGKILL at the limit: PID 1 of a namespace ignores SIGXCPU
         (resource.RLIMIT_AS, memory_bytes, memory_bytes),
         (resource.RLIMIT_FSIZE, file_bytes, file_bytes),
         (resource.RLIMIT_NOFILE, MAX_OPEN_FILES, MAX_OPEN_FILES),
@@ -253,6 +359,7 @@ def _finish(code):
 
 
 def main():
+    _run_in_child()
     cpu_s, memory_bytes, file_bytes = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     allowed_tops = frozenset(name for name in sys.argv[4].split(",") if name)
     source = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -267,6 +374,7 @@ def main():
     sys.set_int_max_str_digits(0)  # big exact integers are normal in math checks; the CPU limit bounds the cost
     _set_limits(cpu_s, memory_bytes, file_bytes)
     _remove_unaudited()
+    _guard_module_rebuild(allowed_tops)
     sys.addaudithook(_make_hook(tmp, stdlib, allowed_tops))
     del source
     try:

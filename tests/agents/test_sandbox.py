@@ -242,8 +242,8 @@ def test_writing_outside_the_temp_folder_is_refused_and_inside_is_allowed(tmp_pa
     assert_refused(result, "forbidden_operation")
     assert not target.exists()
     inside = run(
-        "import random\nb = random.__builtins__\nb['open']('note.txt', 'w').write('hello')\n"
-        "print(random._os.getcwd())\nprint(b['open']('note.txt').read() == 'hello')"
+        "import random\nb = random.__builtins__\nnote = random._os.getcwd() + '/note.txt'\n"
+        "b['open'](note, 'w').write('hello')\nprint(random._os.getcwd())\nprint(b['open'](note).read() == 'hello')"
     )
     assert inside.verdict is True, inside.stderr
     assert not Path(inside.stdout.splitlines()[0]).exists()  # the temporary folder is deleted
