@@ -1,16 +1,18 @@
 """Atomic file writing: a killed stage never leaves a half-written output behind.
 
-Every writer goes to a temporary file in the same folder (``.<name>.<random>.tmp``) and
+Every writer goes to a temporary file in the same folder (``.<name>.<pid>.<random>.tmp``) and
 ``os.replace``-s it into place. The file gets the mode a plain ``open(path, "w")`` would give it
 (``0o666`` less the umask; ``mkstemp`` alone makes it ``0600``, unreadable by a trainer running as
-another user), and a temporary sibling left by a writer that was SIGKILLed before this process
-started is removed when the file is written again.
+another user). A temporary left by a writer that was SIGKILLed (its pid is no live process here, and
+it was last written before this process started) is removed when the file is written again and, for
+a stage's outputs, when the stage starts (:func:`remove_stale_temporaries_under`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterable
@@ -21,6 +23,30 @@ from typing import Any, Iterator, TextIO
 from pipelines.errors import InputError, read_input_text
 
 _STARTED = time.time()  # temporaries older than this are no writer's of this process
+_OPEN: set[str] = set()  # this process's temporaries not yet renamed or removed (a stop's watchdog removes them)
+_PID_TMP = re.compile(r"^\..+\.(\d+)\.[a-z0-9_]+\.tmp$")  # .<name>.<pid>.<random>.tmp
+
+
+def _writer_is_dead(name: str) -> bool:
+    """True unless the temporary's name carries a pid that is this process or a live one (a name
+    without a pid, of an older writer, counts as dead: its age alone decides)."""
+    match = _PID_TMP.match(name)
+    if match is None:
+        return True
+    pid = int(match.group(1))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def _is_stale(tmp: Path) -> bool:
+    return tmp.is_file() and _writer_is_dead(tmp.name) and tmp.stat().st_mtime < _STARTED
 
 
 def _umask() -> int:
@@ -42,17 +68,40 @@ def plain_file_mode() -> int:
 
 def remove_stale_temporaries(path: Path | str) -> list[Path]:
     """Remove the temporary siblings of ``path`` (``.<name>.*.tmp``) that a killed writer left: those
-    last written before this process started (a writer of this process is never touched)."""
+    last written before this process started by a pid that is no live process (a writer of this
+    process, or of a live one, is never touched)."""
     path = Path(path)
+    return _remove_stale(path.parent.glob(f".{path.name}.*.tmp"))
+
+
+def remove_stale_temporaries_under(path: Path | str) -> list[Path]:
+    """:func:`remove_stale_temporaries` of a file, or of every file under a folder (there only the
+    temporaries whose name carries a pid: no other tool's hidden ``.tmp`` file is touched)."""
+    path = Path(path)
+    if path.is_dir():
+        return _remove_stale(t for t in path.rglob(".*.tmp") if _PID_TMP.match(t.name))
+    return remove_stale_temporaries(path)
+
+
+def _remove_stale(candidates: Iterable[Path]) -> list[Path]:
     removed = []
-    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+    for tmp in candidates:
         try:
-            if tmp.is_file() and tmp.stat().st_mtime < _STARTED:
+            if _is_stale(tmp):
                 tmp.unlink()
                 removed.append(tmp)
         except FileNotFoundError:
             pass
     return removed
+
+
+def remove_open_temporaries() -> None:
+    """Remove this process's unfinished temporaries (a stop that cannot wait for them to unwind)."""
+    for tmp in list(_OPEN):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def temporary_sibling(path: Path | str) -> tuple[int, str]:
@@ -61,9 +110,15 @@ def temporary_sibling(path: Path | str) -> tuple[int, str]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     os.fchmod(fd, plain_file_mode())
+    _OPEN.add(tmp)
     return fd, tmp
+
+
+def forget_temporary(tmp: str) -> None:
+    """``tmp`` was renamed into place or removed: a stop has nothing to remove for it."""
+    _OPEN.discard(tmp)
 
 
 @contextmanager
@@ -83,6 +138,8 @@ def atomic_open(path: Path | str, mode: str = "w", encoding: str | None = "utf-8
         except FileNotFoundError:
             pass
         raise
+    finally:
+        forget_temporary(tmp)
 
 
 def write_json_atomic(path: Path | str, data: Any) -> None:

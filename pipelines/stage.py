@@ -35,12 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from pydantic import BaseModel
 
 from pipelines.agents.shards import ShardConfig
 from pipelines.config import ConfigError, load_section
 from pipelines.errors import InputError
-from pipelines.io import write_json_atomic
+from pipelines.io import remove_open_temporaries, remove_stale_temporaries_under, write_json_atomic
 from pipelines.tracking import StageRun, stage_run
 
 T = TypeVar("T", bound=BaseModel)
@@ -85,23 +86,80 @@ class StageError(RuntimeError):
 
 
 class Terminated(BaseException):
-    """Raised in the main thread on SIGTERM, so every ``atomic_open`` on the way out removes its
-    temporary file (a BaseException: no ``except Exception`` of a stage swallows it)."""
+    """Raised in the main thread on SIGTERM or SIGINT (Ctrl-C), so every ``atomic_open`` on the way out
+    removes its temporary file and the request cache keeps the calls that finished (a BaseException:
+    no ``except Exception`` of a stage swallows it). ``args[0]`` is the signal number."""
 
 
 TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
+INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT  # 130, as a shell reports Ctrl-C
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+STOP_GRACE_S = 3.0  # then a stop that waits on a worker thread (a model generating) exits anyway
+_stopping = threading.Lock()  # held by whichever of the stage and the watchdog exits first
+
+
+def _exit_stopped(signum: int) -> None:
+    """One line on stderr, then exit ``128 + signum`` at once (worker threads must not hold the exit)."""
+    _stopping.acquire()  # the second caller waits here for the first one's os._exit
+    name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+    print(
+        f"error: stopped by {name}; the outputs on disk are whole (unfinished files were removed) and "
+        "a rerun repeats no finished LLM call",
+        file=sys.stderr,
+    )
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(128 + signum)
+
+
+def _watchdog(signum: int) -> None:
+    time.sleep(STOP_GRACE_S)  # the stage is still unwinding: asyncio.run waits on its executor's threads
+    remove_open_temporaries()
+    _exit_stopped(signum)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
+    threading.Thread(target=_watchdog, args=(signum,), name="edumas-stop", daemon=True).start()
     raise Terminated(signum)
 
 
 def _on_sigterm_raise() -> Callable[[], None]:
-    """Install the SIGTERM handler (main thread only); returns what restores the previous one."""
+    """Install the SIGTERM and SIGINT handler (main thread only; asyncio.run then leaves SIGINT to it);
+    returns what restores the previous ones."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    previous = {sig: signal.signal(sig, _raise_terminated) for sig in STOP_SIGNALS}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+def stage_outputs(stage: str, dvc_file: Path = Path("dvc.yaml")) -> list[Path]:
+    """The outs, metrics and plots ``dvc_file`` lists for ``stage`` (templated ``${...}`` paths left
+    out; none without the file or the stage)."""
+    try:
+        spec = yaml.safe_load(dvc_file.read_text(encoding="utf-8"))["stages"][stage.split("@")[0]]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return []
+    spec = spec.get("do", spec) if isinstance(spec, dict) else {}
+    entries = [*spec.get("outs", []), *spec.get("metrics", []), *spec.get("plots", [])]
+    paths = [next(iter(e)) if isinstance(e, dict) else e for e in entries]
+    return [Path(p) for p in paths if isinstance(p, str) and "${" not in p]
+
+
+def remove_stale_stage_temporaries(stage: str, dvc_file: Path = Path("dvc.yaml")) -> list[Path]:
+    """At a stage's start: remove the ``.tmp`` files a SIGKILLed run left beside or under its outputs
+    (only those of a dead writer, see :func:`pipelines.io.remove_stale_temporaries_under`)."""
+    removed = [t for out in stage_outputs(stage, dvc_file) for t in remove_stale_temporaries_under(out)]
+    if removed:
+        log.info("removed %d temporary file(s) a killed run of %s left: %s", len(removed), stage,
+                 ", ".join(map(str, removed[:5])))
+    return removed
 
 
 def stage_setup_sections(
@@ -127,6 +185,7 @@ def stage_setup_sections(
     args = parser.parse_args(argv)
     setup_logging()
     _started.update(stage=stage_timing_name(stage, args.section, first), at=time.monotonic())
+    remove_stale_stage_temporaries(stage)
     from pipelines.evaluation.ablation.workspace import check_queued_run
 
     check_queued_run()  # a queued DVC experiment must see the workspace's cache, knowledge bases and ../shared
@@ -175,15 +234,8 @@ def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> 
         if code == 0:
             _record_timing()
         return code
-    except Terminated:
-        print(
-            "error: stopped by SIGTERM; the outputs on disk are whole (unfinished files were removed) and "
-            "a rerun repeats no finished LLM call",
-            file=sys.stderr,
-        )
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(TERMINATED_EXIT_CODE)  # worker threads (model generate, SQLite writer) must not hold the exit
+    except Terminated as exc:
+        _exit_stopped(exc.args[0] if exc.args else signal.SIGTERM)
     except SystemExit as exc:  # argparse (--help, bad flags) and stage_setup's config exit
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except ConfigError as exc:

@@ -1,5 +1,6 @@
-"""A stage killed with SIGTERM (``kill``, Slurm's time limit, ``dvc`` stopping a job) leaves no
-half-written output and no hidden temporary file behind, also from inside an asyncio run."""
+"""A stage killed with SIGTERM (``kill``, Slurm's time limit, ``dvc`` stopping a job) or SIGINT
+(Ctrl-C) leaves no half-written output and no hidden temporary file behind, also from inside an
+asyncio run with work in a worker thread; it stops at once with one line (exit 143 or 130)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.stage import TERMINATED_EXIT_CODE
+from pipelines.stage import INTERRUPTED_EXIT_CODE, TERMINATED_EXIT_CODE
 
 SCRIPT = textwrap.dedent(
     """
@@ -22,7 +23,7 @@ SCRIPT = textwrap.dedent(
     from pipelines.stage import run_stage
 
     out = Path(sys.argv[1])
-    use_asyncio = sys.argv[2] == "asyncio"
+    mode = sys.argv[2]
 
     def body():
         write_json_atomic(out / "done.json", {"ok": True})       # finished before the kill: stays
@@ -30,10 +31,14 @@ SCRIPT = textwrap.dedent(
             handle.write('{"id": 1}\\n')
             handle.flush()
             (out / "ready").touch()
-            if use_asyncio:
+            if mode == "asyncio":
                 async def wait():
                     await asyncio.sleep(60)
                 asyncio.run(wait())
+            elif mode == "thread":  # a model generating in a worker thread: the stop must not wait for it
+                async def compute():
+                    await asyncio.to_thread(time.sleep, 60)
+                asyncio.run(compute())
             else:
                 time.sleep(60)
         return 0
@@ -83,3 +88,26 @@ def test_a_sigkilled_stage_leaves_temporaries_that_the_next_run_removes(tmp_path
     assert rerun.returncode == 0, rerun.stderr
     assert not left.exists()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["done.json", "predictions.jsonl", "ready"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "asyncio", "thread"])
+def test_sigint_stops_at_once_like_sigterm(tmp_path: Path, mode: str) -> None:
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), mode], cwd=root, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists():
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline, "the script never got ready"
+        time.sleep(0.05)
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - started < 20  # not after the worker thread's 60 s
+    assert process.returncode == INTERRUPTED_EXIT_CODE == 130, stderr
+    assert stderr.strip().splitlines() == [
+        "error: stopped by SIGINT (Ctrl-C); the outputs on disk are whole (unfinished files were removed) and "
+        "a rerun repeats no finished LLM call"
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["done.json", "ready"]
