@@ -110,9 +110,11 @@ def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path 
     if runs:
         metrics["training"] = ri.training_section(runs)
     evaluated_offline: list[bool] = []
+    packs: list[dict] = []
 
     def evaluate(m: dict) -> dict[str, Any]:
         evaluated_offline.append(bool(m.get("offline_default")))
+        packs.extend([(m.get("tutoring") or {})["human"]] if (m.get("tutoring") or {}).get("human") else [])
         return ri.evaluate_sections(m)
 
     read("evaluate", paths.evaluate, evaluate)
@@ -126,7 +128,18 @@ def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path 
     metrics["inputs"] = inputs.status
     metrics["stamp"] = report_stamp(params, root=root)
     metrics["traces_link"] = os.path.relpath(cfg.outputs.traces_html, cfg.outputs.reports_dir)
+    if packs:
+        metrics["human"] = human_link(packs[0], cfg.outputs.reports_dir)
     return metrics
+
+
+def human_link(pack: Mapping[str, Any], reports_dir: str) -> dict[str, str]:
+    """The rating pack evaluate wrote (``metrics["tutoring"]["human"]``) as the summary's link and note."""
+    rows = pack.get("rows_per_rater") or {}
+    note = (f"blind sheets for {len(pack.get('raters') or rows)} raters ({', '.join(pack.get('raters') or rows)}), "
+            f"{max(rows.values(), default=0)} rows each, identical replies filled in as equal; "
+            f"import the filled sheets: {pack.get('import', 'python -m pipelines.evaluation.human.pack')}")  # fmt: skip
+    return {"link": os.path.relpath(f"{pack['folder']}/form.html", reports_dir), "note": note}
 
 
 def _prune(folder: Path, keep: set[Path]) -> None:
@@ -176,6 +189,7 @@ def build_report(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | s
         "plots": sorted(p.name for p in [*written["plots"], *csvs]),
         "traces": {t: {"samples": s["samples"], "shown": s["shown"]} for t, s in traces["teams"].items()},
         "traces_missing": traces["missing"],
+        "human_pack": (metrics.get("human") or {}).get("link"),
         "shortfalls": sum(len(rows) for rows in metrics["shortfalls"].values()),
         "missing": [row["what"].partition(":")[0] for row in metrics["missing"]],
         "params_digest": metrics["stamp"]["params_digest"],

@@ -75,12 +75,18 @@ TRACES_TEXT = "every sample's story: each agent call's prompt, reply and parsed 
 @dataclass(frozen=True)
 class SummaryHeader:
     """What stands above the sections: the title, how the summary was made, the trace browser's
-    link (relative to the summary) and the offline-default banner."""
+    link (relative to the summary), the human rating pack's link and the offline-default banner."""
 
     title: str
     stamp: str = ""
     traces: str | None = None
     banner: str = ""
+    human: str | None = None  # the human rating pack's form.html, relative to the summary
+    human_note: str = ""  # what the pack holds and how to import it
+
+
+def _human_text(header: SummaryHeader) -> str:
+    return f" ({header.human_note})" if header.human_note else ""
 
 
 def summary_markdown(
@@ -92,6 +98,8 @@ def summary_markdown(
         parts += [header.stamp, ""]
     if header.traces:
         parts += [f"Trace browser: [{header.traces}]({header.traces}) ({TRACES_TEXT}).", ""]
+    if header.human:
+        parts += [f"Human rating pack: [{header.human}]({header.human}){_human_text(header)}.", ""]
     if header.banner:
         parts += [f"> {header.banner}", ""]
     for heading, tables in sections:
@@ -102,8 +110,8 @@ def summary_markdown(
 
 
 def summary_html(sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequence[Path], header: SummaryHeader) -> str:
-    """The whole self-contained ``summary.html`` (plots embedded as base64 PNG data URIs; the one
-    link is to the trace browser beside it)."""
+    """The whole self-contained ``summary.html`` (plots embedded as base64 PNG data URIs; the links
+    are to the trace browser beside it and, when evaluate wrote one, the human rating pack's form)."""
     e = html.escape
     parts = [
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(header.title)}</title>',
@@ -114,6 +122,9 @@ def summary_html(sections: Sequence[tuple[str, Sequence[Table]]], plots: Sequenc
     if header.traces:
         link = e(header.traces)
         parts.append(f'<p class="traces">Trace browser: <a href="{link}">{link}</a> ({e(TRACES_TEXT)}).</p>')
+    if header.human:
+        link = e(header.human)
+        parts.append(f'<p class="human">Human rating pack: <a href="{link}">{link}</a>{e(_human_text(header))}.</p>')
     if header.banner:
         parts.append(f'<p class="banner">{e(header.banner)}</p>')
     for heading, tables in sections:

@@ -10,6 +10,7 @@ under ``reports/plots/``, all generated from one metrics dict::
       "missing": [{"what", "why", "command"}],      # papers' comparisons not run (report.missing), a table
       "stamp": {"commit", "dirty", "params_digest", "made", ...},          # a line under the title
       "traces_link": "traces.html",                                        # linked under the title
+      "human": {"link": "evaluate/human/form.html", "note": "..."},         # the rating pack, linked too
       "inputs": {name: {"path", "found", "note"}}   # what the report read (a table at the end)
     }
 
@@ -146,7 +147,9 @@ def write_summary(
     sections = build_sections(metrics)
     plots = write_plots(metrics, reports_dir / "plots")
     banner = OFFLINE_BANNER if metrics.get("offline_default") else ""
-    header = SummaryHeader(title, stamp_line(metrics.get("stamp")), metrics.get("traces_link"), banner)
+    human = metrics.get("human") or {}
+    header = SummaryHeader(title, stamp_line(metrics.get("stamp")), metrics.get("traces_link"), banner,
+                           human.get("link"), human.get("note", ""))  # fmt: skip
     with atomic_open(reports_dir / "summary.md") as handle:
         handle.write(summary_markdown(sections, plots, header))
     with atomic_open(reports_dir / "summary.html") as handle:
