@@ -13,8 +13,9 @@ Two ways to use one::
     python -m pipelines.profiles smoke served --print    # several profiles, laid over in order
     python -m pipelines.profiles paper configs/training/ram2c_dpo_qwen1.5-4b.yaml --write params.yaml
 
-``--print`` shows the ``dvc exp run`` command instead of running it. ``served`` is the one-line
-backend switch: the top-level ``llm`` every section inherits, on an OpenAI-compatible server.
+``--print`` shows the ``dvc exp run`` command instead of running it. ``--write`` keeps the params
+file's comments, key order and quoting: only the keys the profiles change differ (ruamel.yaml).
+``served`` is the one-line backend switch: the top-level ``llm`` every section inherits, on an OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from pipelines.config import ConfigError
+from pipelines.io import atomic_open
 from pipelines.training.presets import is_preset, is_run_section, preset_profile
 
 PROFILES_DIR = Path("configs/profiles")
@@ -139,6 +143,54 @@ def exp_run_command(
     return command
 
 
+def _round_trip() -> YAML:
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 4096  # long commented lines stay on one line
+    rt.indent(mapping=2, sequence=4, offset=2)
+    rt.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    return rt
+
+
+def _styled(value: Any, like: Any, *, flow: bool = False) -> Any:
+    """``value`` as a ruamel node in the flow style of the node it replaces (``{...}`` stays ``{...}``,
+    and so does all inside it)."""
+    flow = flow or (isinstance(like, CommentedMap | CommentedSeq) and bool(like.fa.flow_style()))
+    flow = flow or (isinstance(like, CommentedSeq) and not like)  # an empty [] is written flow
+    if isinstance(value, Mapping):
+        node = CommentedMap((k, _styled(v, None, flow=flow)) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        olds = list(like) if isinstance(like, CommentedSeq) and len(like) else [None]
+        node = CommentedSeq(_styled(v, olds[min(i, len(olds) - 1)], flow=flow) for i, v in enumerate(value))
+    else:
+        return value
+    if flow:
+        node.fa.set_flow_style()
+    return node
+
+
+def lay_over(node: CommentedMap, merged: Mapping[str, Any]) -> None:
+    """Make ``node`` (the params file as read, comments included) equal ``merged`` in place, touching
+    only what differs: unchanged keys keep their comments and order, new keys go last."""
+    for key in [k for k in node if k not in merged]:
+        del node[key]
+    for key, value in merged.items():
+        old = node.get(key, _ABSENT)
+        if isinstance(old, CommentedMap) and isinstance(value, Mapping) and not old.fa.flow_style():
+            lay_over(old, value)
+        elif old is _ABSENT or old != value:
+            node[key] = _styled(value, old)
+
+
+def write_params(source: Path, merged: Mapping[str, Any], target: Path) -> None:
+    """Write ``merged`` to ``target`` as ``source`` (the params file it came from) with its comments."""
+    rt = _round_trip()
+    document = rt.load(source.read_text(encoding="utf-8"))
+    lay_over(document, merged)
+    with atomic_open(target) as handle:
+        rt.dump(document, handle)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.profiles", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -159,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.write:
-        Path(args.write).write_text(yaml.safe_dump(merged, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        write_params(Path(args.params), merged, Path(args.write))
         return 0
     command = exp_run_command(profile, name="-".join(Path(name).stem for name in args.profiles), params=params)
     if args.print:

@@ -73,6 +73,28 @@ def test_every_profile_is_valid_for_every_stage(name: str) -> None:
     for method in ("sft", "dpo"):
         section_from_params(merged, f"train.{method}", TrainConfig, source=f"{name} profile")
     if name == "smoke":
-        assert merged["train"]["sft"]["schedule"]["max_steps"] == 1 == merged["train"]["dpo"]["schedule"]["max_steps"]
+        assert merged["train"]["sft"]["schedule"]["max_steps"] == 1
+        dpo = merged["train"]["dpo"]["schedule"]  # DPO: updates at the peak rate, two losses logged after them
+        assert (dpo["max_steps"], dpo["warmup_ratio"], dpo["logging_steps"]) == (3, 0.0, 1)
         assert merged["tagging"]["data"]["limit"] == 2 == merged["evaluate"]["tagging"]["items"]
         assert merged["ram2c"]["dialogues"] == 2
+
+
+def test_write_keeps_the_comments_and_changes_only_the_profile_keys(tmp_path: Path) -> None:
+    """Issue 37.4: ``--write`` rewrote params.yaml through yaml.safe_dump, dropping every comment."""
+    from pipelines.profiles import main
+
+    written = tmp_path / "params.yaml"
+    assert main(["served", "--params", str(ROOT / "params.yaml"), "--write", str(written)]) == 0
+    before = (ROOT / "params.yaml").read_text(encoding="utf-8").splitlines()
+    after = written.read_text(encoding="utf-8").splitlines()
+    assert len(after) == len(before)
+    changed = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
+    assert len(changed) == 1  # only llm.default, its comment kept
+    old, new = changed[0]
+    spec = "{kind: openai, model: Qwen2.5-7B-Instruct, base_urls: [http://127.0.0.1:8000/v1], api_key_env: null}"
+    assert old.startswith("  default: {kind: transformers") and new.startswith(f"  default: {spec}")
+    assert "# one generate for up to 24 rows" in new
+    served = yaml.safe_load((ROOT / "configs/profiles/served.yaml").read_text(encoding="utf-8"))
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    assert yaml.safe_load(written.read_text(encoding="utf-8")) == apply_profile(params, served)

@@ -32,6 +32,7 @@ from pipelines.llm.client import LLMRuntime
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.ram2c.exports import dpo_rows, sft_rows, write_final_exports
 from pipelines.ram2c.gates import apply_gates
+from pipelines.ram2c.groups import voter_validity
 from pipelines.ram2c.scenario import theme_names
 from pipelines.ram2c.sources import load_passages
 from pipelines.ram2c.students import make_personas
@@ -101,6 +102,7 @@ def summary(outcome: DialogueOutcome | None) -> dict[str, Any] | None:
         "llm_calls": d.calls,
         "tokens": d.tokens,
         "groups": {k: dict(v) for k, v in groups.items()},
+        "ballots": [[b["voter"], b["ballot"]] for t in d.turns for g in t.groups for b in g.ballots],
         "kept": [p["id"] for p in outcome.kept],
         "dropped": {p["id"]: p["reason"] for p in outcome.dropped},
         "chosen_chars": [len(p["chosen"]) for p in outcome.kept],
@@ -109,8 +111,9 @@ def summary(outcome: DialogueOutcome | None) -> dict[str, Any] | None:
 
 
 def aggregate(summaries: list[dict | None]) -> dict[str, Any]:
-    """Dialogue metrics: pairs kept and dropped by reason, retrieval and votes per group, calls and
-    tokens per dialogue and per group, mean length of chosen and rejected."""
+    """Dialogue metrics: pairs kept and dropped by reason, retrieval and votes per group, each voter
+    role's ballot validity (``voters``: a constant voter is flagged), calls and tokens per dialogue
+    and per group, mean length of chosen and rejected."""
     done = [s for s in summaries if s is not None]
     n = max(1, len(done))
     groups: dict[str, Counter] = defaultdict(Counter)
@@ -143,6 +146,7 @@ def aggregate(summaries: list[dict | None]) -> dict[str, Any]:
         "llm_calls_per_dialogue": round(calls / n, 3),
         "tokens_per_dialogue": round(tokens / n, 1),
         "groups": per_group,
+        "voters": voter_validity((voter, ballot) for s in done for voter, ballot in s.get("ballots", [])),
         "mean_chars_chosen": round(sum(chosen) / len(chosen), 1) if chosen else 0.0,
         "mean_chars_rejected": round(sum(rejected) / len(rejected), 1) if rejected else 0.0,
     }
