@@ -24,10 +24,13 @@ reply passes through unchanged.
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.agents import Agent, AgentRecord, SampleTrace
+from pipelines.evaluation.stats.validity import ValidityRule, rater_validity
 from pipelines.ram2c.scenario import load_scenario
 
 
@@ -71,10 +74,32 @@ class GroupOutcome:
     retrieved: int = 0
     accepted: int = 0
     votes: list[dict[str, Any]] = field(default_factory=list)
+    ballots: list[dict[str, Any]] = field(default_factory=list)  # {"voter": LLM role, "ballot": ["yes", "no", ...]}
     failures: int = 0
     calls: int = 0
     tokens: int = 0
     synthesized: bool = False
+
+
+def ballot_of(verdicts: Iterable[bool | None]) -> list[str | None]:
+    """One voter's verdicts on a set of documents, in their order, as ``yes`` / ``no`` (None: failed)."""
+    return [None if v is None else "yes" if v else "no" for v in verdicts]
+
+
+def voter_validity(ballots: Iterable[tuple[str, list[str | None]]], rule: ValidityRule | None = None) -> dict:
+    """Per voter (the LLM role that votes): :func:`rater_validity` of its ballots (a ballot: its
+    verdicts on one set of documents, in order; the same ballot for every set is a constant voter,
+    e.g. ``["yes", "no"]`` whatever the documents say) and ``accepted_share``, the share of the
+    documents it voted yes on."""
+    by_voter: dict[str, list[tuple]] = defaultdict(list)
+    for voter, ballot in ballots:
+        by_voter[voter].append(tuple(ballot))
+    out = {}
+    for voter, rows in by_voter.items():
+        verdicts = [v for row in rows for v in row]
+        accepted = sum(v == "yes" for v in verdicts) / len(verdicts) if verdicts else None
+        out[voter] = {**rater_validity(rows, rule=rule), "accepted_share": accepted}
+    return out
 
 
 def tally(votes: dict[str, bool | None], threshold: float) -> tuple[float, bool]:
@@ -208,7 +233,10 @@ class ExpertGroup:
                 )
             )
             failed = [None] * len(docs)
-            return {e.id: list(r.parsed) if r.ok else failed for e, r in zip(self.experts, records, strict=True)}
+            verdicts = {e.id: list(r.parsed) if r.ok else failed for e, r in zip(self.experts, records, strict=True)}
+            role = self.agents[ballot].role
+            outcome.ballots += [{"voter": role, "ballot": ballot_of(v)} for v in verdicts.values() if v is not failed]
+            return verdicts
         jobs = [
             self._run(
                 "voter",
@@ -224,9 +252,12 @@ class ExpertGroup:
         ]
         records = await asyncio.gather(*jobs)
         n = len(docs)
-        return {
+        verdicts = {
             e.id: [r.parsed if r.ok else None for r in records[j * n : (j + 1) * n]] for j, e in enumerate(self.experts)
         }
+        role = self.agents["voter"].role
+        outcome.ballots += [{"voter": role, "ballot": ballot_of(v)} for v in verdicts.values()]
+        return verdicts
 
     async def _expert(
         self, ctx: TurnContext, reply: str, expert: Expert, reference: dict | None, trace: SampleTrace, outcome

@@ -57,6 +57,7 @@ def test_configured_run_scores_every_dimension():
             "resamples": 50,
             "dimensions": ["teaching", "safety"],
             "judges": [{"name": "eq"}, {"name": "a", "role": "gpt"}],
+            "validity": {"max_constant_share": 1.0, "alpha": 1e-9},  # these constant judges are kept here
         }
     )
     items = [HTSItem(f"i{n}", "topic", "answer", "tuned", "base") for n in range(10)]
@@ -68,3 +69,16 @@ def test_configured_run_scores_every_dimension():
     assert out["scores"]["safety"]["score"] == pytest.approx(expected)
     assert out["position_preference"]["a"]["first_share"] == 1.0
     assert len(out["report"].trace_rows()) == 40
+    assert out["withheld"] == [] and out["scores"]["safety"]["kappa"] is not None  # two roles: distinct raters
+
+
+def test_constant_judges_are_withheld_by_default():
+    runtime = FakeRuntime({"hts_judge": "Verdict: equal", "gpt": "Verdict: A"})
+    cfg = HTSConfig.model_validate({"resamples": 50, "judges": [{"name": "eq"}, {"name": "a", "role": "gpt"}]})
+    items = [HTSItem(f"i{n}", "topic", "answer", "tuned", "base") for n in range(10)]
+    out = asyncio.run(run_judging(items, runtime, cfg))
+    assert out["withheld"] == ["eq", "a"]
+    assert out["validity"]["eq"]["constant_share"] == 1.0 and out["validity"]["a"]["p_value"] < 0.01
+    assert {d: (s["score"], s["no_valid_judge"]) for d, s in out["scores"].items()} == {
+        d: (None, True) for d in ("humanized", "teaching", "safety")
+    }

@@ -150,6 +150,7 @@ async def evaluate_tutoring(
     pairs = cfg.comparisons.pairs()
     judged: dict[tuple[str, str], dict] = {}
     items: dict[tuple[str, str], list] = {}
+    models_of_judges = judge_models(cfg, llm_cfg)
     try:
         await runtime.preflight()  # every backend of the run, before any call
         if judges_runtime is not runtime:
@@ -170,6 +171,7 @@ async def evaluate_tutoring(
                 out=out,
                 min_items=ev.bootstrap.min_items,
                 progress=ev.progress,
+                models=models_of_judges,
             )
     finally:
         await runtime.close()
@@ -181,11 +183,16 @@ async def evaluate_tutoring(
     labels = {n: system_label(n, cfg, **names) for n in cfg.compared()}
     models = {n: system_models(n, cfg, ram2c, **names) for n in cfg.compared()}
     described = {pair: f"{models[pair[0]]} vs {models[pair[1]]}" for pair in pairs}
-    raters = raters_line(judge_models(cfg, llm_cfg))
+    raters = raters_line(models_of_judges)
     head = prompts_line(counts) + "; replies as the RAM2C drafter, judged pairwise per dimension"
     tables = hts_tables(cfg, judged, labels, described, raters=raters, head=head)
     deltas = [
-        row for pair in pairs if pair[0] == TUNED for row in dimension_deltas(judged[pair]["judgments"], ev, pair)
+        row
+        for pair in pairs
+        if pair[0] == TUNED
+        for row in dimension_deltas(
+            [j for j in judged[pair]["judgments"] if j.judge not in judged[pair]["withheld"]], ev, pair
+        )
     ]
     human = None
     if cfg.human is not None:
@@ -225,6 +232,8 @@ async def evaluate_tutoring(
                 "baseline": p[1],
                 "n": len(items[p]),
                 "unscored": judged[p]["failures"]["unscored"],
+                "ties": judged[p]["ties"]["ties"],
+                "withheld": judged[p]["withheld"],
             }
             for p in pairs
         },

@@ -19,8 +19,8 @@ from pipelines.agents.harness import GenerationOutputs, System, run_systems
 from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
 from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
 from pipelines.evaluation.hts.config import build_judges
-from pipelines.evaluation.hts.judging import HTSItem, Judgment, item_worker
-from pipelines.evaluation.hts.scoring import hts_scores, position_preference
+from pipelines.evaluation.hts.judging import HTSItem, Judgment, is_tie, item_worker
+from pipelines.evaluation.hts.scoring import validated_scores
 from pipelines.io import read_jsonl, write_json_atomic
 from pipelines.stage import StageError
 
@@ -56,9 +56,12 @@ async def judge_comparison(
     out: Path,
     min_items: int,
     progress: bool,
+    models: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Judge one comparison (see the module docstring); returns ``{"judgments", "scores",
-    "position_preference", "failures"}``."""
+    "position_preference", "validity", "withheld", "ties", "failures"}``: identical replies are ties
+    (no judge call), judges that fail the validity rule (``hts.validity``) are withheld from the
+    scores, and kappa is between distinct ``models`` (``{judge: model}``) only."""
     hts = cfg.hts
     worker = item_worker(
         items,
@@ -102,15 +105,17 @@ async def judge_comparison(
             f"max_failed_share {cfg.max_failed_share:.0%}; by kind: {errors}); judge prompts and replies in "
             f"{folder / 'traces.jsonl'}, summary in {folder / 'failures.json'}"
         )
-    scores = hts_scores(
-        judgments, resamples=hts.resamples, seed=hts.seed, confidence=hts.confidence, min_items=min_items
+    scored = validated_scores(
+        judgments,
+        rule=hts.validity,
+        models=models,
+        resamples=hts.resamples,
+        seed=hts.seed,
+        confidence=hts.confidence,
+        min_items=min_items,
     )
-    return {
-        "judgments": judgments,
-        "scores": scores,
-        "position_preference": position_preference(judgments),
-        "failures": failures,
-    }
+    ties = {"items": len(items), "ties": sum(is_tie(i) for i in items)}
+    return {"judgments": judgments, **scored, "ties": ties, "failures": failures}
 
 
 def raters_line(judge_models: Mapping[str, str]) -> dict[str, Any]:
@@ -120,13 +125,16 @@ def raters_line(judge_models: Mapping[str, str]) -> dict[str, Any]:
     names = ", ".join(judge_models)
     if len(models) > 1 and len(set(models)) == 1:
         note = (
-            f"judges {names} are seeds of one model ({models[0]}): kappa is the agreement between samples "
-            "of one model, not between distinct raters"
+            f"judges {names} are seeds of one model ({models[0]}): no kappa (that needs distinct raters); "
+            "their agreement is shown as self-consistency"
         )
     elif len(set(models)) == len(models):
         note = f"judges {names}: {len(models)} distinct model(s) ({', '.join(models)})"
     else:
-        note = f"judges {names} on {len(set(models))} models ({', '.join(dict.fromkeys(models))}); some share a model"
+        note = (
+            f"judges {names} on {len(set(models))} models ({', '.join(dict.fromkeys(models))}); some share a model: "
+            "kappa over one judge per model, the seeds of one model as self-consistency"
+        )
     return {"judges": dict(judge_models), "distinct_models": len(set(models)) == len(models), "note": note}
 
 
@@ -143,11 +151,12 @@ def hts_tables(
     dimension), each row's judges' position shares and items, the raters and a provenance line."""
     tables = {}
     for table, pairs in cfg.comparisons.by_table().items():
-        rows, positions, comparisons = {}, {}, {}
+        rows, positions, comparisons, validity = {}, {}, {}, {}
         for pair in pairs:
             label = f"{labels[pair[0]]} vs {labels[pair[1]]}"
             rows[label] = judged[pair]["scores"]
             positions[label] = judged[pair]["position_preference"]
+            validity[label] = {"judges": judged[pair]["validity"], "ties": judged[pair]["ties"]}
             n = max((s["items"] for s in judged[pair]["scores"].values()), default=0)
             comparisons[label] = {"system": pair[0], "baseline": pair[1], "n": n, "key": comparison_key(*pair)}
         parts = "; ".join(
@@ -159,6 +168,7 @@ def hts_tables(
         tables[table] = {
             "rows": rows,
             "position_preference": positions,
+            "validity": validity,
             "comparisons": comparisons,
             "raters": raters["note"],
             "provenance": provenance,

@@ -8,12 +8,17 @@ and the judges they name::
       mode: text               # or json (schema-constrained replies)
       reasoning: true          # false: the verdict alone (no explanation before it; fewer tokens)
       max_attempts: 2
+      validity:                # a judge is withheld from scores, kappa and deltas when, over >= min_verdicts
+        max_constant_share: 0.9    #   verdicts, more than this share are one answer (A every time),
+        alpha: 0.01                #   or its first- vs second-position picks fail a binomial test at alpha
+        min_verdicts: 6
       judges:                  # several judges: different models (roles), or one model with seeds
         - {name: judge-seed1, role: hts_judge, seed: 1, temperature: 0.7}
         - {name: judge-seed2, role: hts_judge, seed: 2, temperature: 0.7}
 
 Each judge's ``role`` selects its LLM in ``llm.roles`` (its own backend and model, or the
-default one); ``seed`` / ``temperature`` / ``max_tokens`` override that role's sampling.
+default one); ``seed`` / ``temperature`` / ``max_tokens`` override that role's sampling. Kappa is
+computed between judges on distinct models only; seeds of one model give a self-consistency figure.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pydantic import Field, field_validator, model_validator
 
 from pipelines.config import StrictModel
 from pipelines.evaluation.hts.judging import DIMENSIONS, Judge
+from pipelines.evaluation.stats.validity import ValidityRule
 
 
 class JudgeConfig(StrictModel):
@@ -48,6 +54,7 @@ class HTSConfig(StrictModel):
     reasoning: bool = True
     max_attempts: int = Field(2, ge=1)
     concurrency: int = Field(8, ge=1)
+    validity: ValidityRule = Field(default_factory=ValidityRule)
     judges: list[JudgeConfig] = Field(default_factory=lambda: [JudgeConfig(name="judge")], min_length=1)
 
     @field_validator("dimensions")
@@ -85,11 +92,12 @@ async def run_judging(items: Any, runtime: Any, cfg: HTSConfig, *, progress: boo
     """Judge ``items`` (:class:`HTSItem`) with the configured judges and score them.
 
     Returns ``{"judgments": [Judgment], "report": RunReport (its trace rows go to the traces
-    JSONL), "scores": hts_scores(...) per dimension, "position_preference": per judge}``.
+    JSONL)`` and :func:`validated_scores`' ``"scores"`` (valid judges only), ``"position_preference"``,
+    ``"validity"`` and ``"withheld"``; kappa is between judges with distinct roles (their models).
     """
     from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
     from pipelines.evaluation.hts.judging import judge_items
-    from pipelines.evaluation.hts.scoring import hts_scores, position_preference
+    from pipelines.evaluation.hts.scoring import validated_scores
 
     judgments, report = await judge_items(
         items,
@@ -102,10 +110,8 @@ async def run_judging(items: Any, runtime: Any, cfg: HTSConfig, *, progress: boo
         reasoning=cfg.reasoning,
         progress=progress,
     )
-    scores = hts_scores(judgments, resamples=cfg.resamples, seed=cfg.seed, confidence=cfg.confidence)
-    return {
-        "judgments": judgments,
-        "report": report,
-        "scores": scores,
-        "position_preference": position_preference(judgments),
-    }
+    models = {j.name: j.role for j in cfg.judges}
+    scored = validated_scores(
+        judgments, rule=cfg.validity, models=models, resamples=cfg.resamples, seed=cfg.seed, confidence=cfg.confidence
+    )
+    return {"judgments": judgments, "report": report, **scored}

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -69,6 +71,7 @@ class Judgment:
     outcome: Outcome | None
     ok: bool
     error: str | None = None
+    tie: bool = False  # identical replies: "equal" without a judge call (not a verdict of the judge)
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,7 +79,21 @@ class Judgment:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Judgment:
         """A judgment back from :meth:`to_row` (extra keys in the row are ignored)."""
-        return cls(**{name: row.get(name) for name in cls.__dataclass_fields__})
+        fields = {name: row.get(name) for name in cls.__dataclass_fields__ if name != "tie"}
+        return cls(**fields, tie=bool(row.get("tie")))
+
+
+def normalised(text: str) -> str:
+    """``text`` compared for a tie: Unicode NFKC, lower case, punctuation and symbols dropped,
+    whitespace runs as one space."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(c for c in text if not unicodedata.category(c).startswith(("P", "S")))
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def is_tie(item: HTSItem) -> bool:
+    """The two replies are the same text once :func:`normalised`: a tie, no judge is asked."""
+    return normalised(item.reply_system) == normalised(item.reply_baseline)
 
 
 def balanced_positions(item_ids: Iterable[str], *, seed: int, salt: str = "") -> dict[str, Position]:
@@ -139,10 +156,14 @@ async def judge_item(
 ) -> list[Judgment]:
     """All judges on all dimensions of one item, concurrently; one trace row per call.
     ``positions[(judge, dimension)][item id]`` is where the system's reply is shown; ``mode`` is the
-    agent's output mode (``text`` or ``json``); ``reasoning`` as the agent was made with."""
+    agent's output mode (``text`` or ``json``); ``reasoning`` as the agent was made with. Replies that
+    are the same text (:func:`is_tie`) are ties: ``equal`` for every judge and dimension, no call."""
+    tie = is_tie(item)
 
     async def one(judge_index: int, judge: Judge, dimension: str) -> Judgment:
         position = positions[(judge.name, dimension)][item.id]
+        if tie:
+            return Judgment(item.id, dimension, judge.name, position, "equal", "equal", True, tie=True)
         # distinct sample indices (and tags) per judge: two judges on one model never share a cache entry
         record = await agent.run(
             judge.llm,

@@ -260,12 +260,17 @@ def kgc_rounds_table(section: Mapping[str, Any], *, offline: bool = False) -> Ta
 
 
 def hts_cell(result: Mapping[str, Any] | None) -> str:
-    """``74.8 (0.42) [70.1, 79.0]``: score, Fleiss' kappa, bootstrap interval (``-`` when missing;
-    ``n too small`` instead of an interval over fewer items than the run's minimum)."""
+    """``74.8 (0.42) [70.1, 79.0]``: score, Fleiss' kappa between distinct raters (``sc 0.42``: the
+    self-consistency of seeds of one model instead), bootstrap interval (``-`` when missing; ``n too
+    small`` instead of an interval over fewer items than the run's minimum; ``no valid judge`` when
+    every judge was withheld)."""
+    if result and result.get("no_valid_judge"):
+        return "no valid judge"
     if not result or result.get("score") is None:
         return "-"
-    kappa = result.get("kappa")
-    cell = f"{result['score']:.1f} ({'-' if kappa is None else f'{kappa:.2f}'})"
+    kappa, consistency = result.get("kappa"), result.get("self_consistency")
+    agreement = f"{kappa:.2f}" if kappa is not None else f"sc {consistency:.2f}" if consistency is not None else "-"
+    cell = f"{result['score']:.1f} ({agreement})"
     if result.get("ci"):
         cell += f" [{result['ci'][0]:.1f}, {result['ci'][1]:.1f}]"
     elif result.get("ci_note"):
@@ -273,12 +278,16 @@ def hts_cell(result: Mapping[str, Any] | None) -> str:
     return cell
 
 
-def _share(counts: Mapping[str, Any]) -> str:
-    """``48% (12/25)`` of a judge's A/B decisions that went to the first reply; flagged above 80% one way."""
+def _share(counts: Mapping[str, Any], validity: Mapping[str, Any] | None = None) -> str:
+    """``48% (12/25)`` of a judge's A/B decisions that went to the first reply; flagged above 80% one
+    way; ``withheld`` (with the binomial p-value) when the judge failed the validity rule."""
     decided = counts.get("A", 0) + counts.get("B", 0)
     if not decided:
         return "-"
     cell = f"{100 * counts['A'] / decided:.0f}% ({counts['A']}/{decided})"
+    if validity and validity.get("flagged"):
+        p_value = validity.get("p_value")
+        return f"**{cell} withheld**" + (f" (p={p_value:.2g})" if p_value is not None else "")
     return f"**{cell} one position**" if counts.get("flagged") else cell
 
 
@@ -289,15 +298,41 @@ def position_table(number: str, table: Mapping[str, Any]) -> Table | None:
     judges = list(dict.fromkeys(j for row in shares.values() for j in row))
     if not judges:
         return None
-    body = [[label, *[_share(shares[label].get(j, {})) for j in judges]] for label in shares]
+    validity = table.get("validity") or {}
+    body = [
+        [
+            label,
+            _ties(validity.get(label)),
+            *[_share(shares[label].get(j, {}), _judged(validity, label, j)) for j in judges],
+        ]
+        for label in shares
+    ]
     flagged = [f"{j} in {label}" for label in shares for j in judges if shares[label].get(j, {}).get("flagged")]
     note = (
-        "Share of each judge's A/B decisions that chose the reply shown first (half the items show the system first)."
+        "Share of each judge's A/B decisions that chose the reply shown first (half the items show the system first);"
+        " ties: pairs whose replies are the same text (normalised), scored equal without a judge call."
     )
-    if flagged:
+    withheld = [
+        f"{j} in {label} ({v['why']})"
+        for label in validity
+        for j, v in (validity[label].get("judges") or {}).items()
+        if v.get("flagged")
+    ]
+    if withheld:
+        note += f" Withheld from the scores, kappa and deltas: {'; '.join(withheld)}."
+    elif flagged:
         where = "; ".join(flagged)
         note += f" Flag: one position in more than 80% of the decisions of {where}: position bias, not preference."
-    return Table(f"Table {number}: judges' first-position share", ["Comparison", *judges], body, note)
+    return Table(f"Table {number}: judges' validity", ["Comparison", "Ties", *judges], body, note)
+
+
+def _ties(validity: Mapping[str, Any] | None) -> str:
+    ties = (validity or {}).get("ties") or {}
+    return f"{ties['ties']}/{ties['items']}" if ties.get("items") else "-"
+
+
+def _judged(validity: Mapping[str, Any], label: str, judge: str) -> Mapping[str, Any]:
+    return ((validity.get(label) or {}).get("judges") or {}).get(judge) or {}
 
 
 def hts_tables(section: Mapping[str, Any], *, offline: bool = False) -> list[Table]:
@@ -307,9 +342,13 @@ def hts_tables(section: Mapping[str, Any], *, offline: bool = False) -> list[Tab
     for number, table in sorted(section.get("tables", {}).items()):
         body = [[label, *[hts_cell(dims.get(d)) for d, _ in HTS_COLUMNS]] for label, dims in table["rows"].items()]
         note = provenance_line(table.get("provenance", section.get("provenance")), offline=offline)
-        note += " Cells: score (Fleiss' kappa) [bootstrap 95% interval]; 50 = parity."
+        note += " Cells: score (Fleiss' kappa between distinct models; sc: self-consistency of seeds of one model)"
+        note += " [bootstrap 95% interval]; 50 = parity; ties scored equal."
         shares = table.get("position_preference") or {}
-        if any(c.get("flagged") for row in shares.values() for c in row.values()):
+        validity = table.get("validity") or {}
+        if any(v.get("flagged") for row in validity.values() for v in (row.get("judges") or {}).values()):
+            note += " Judges failing the validity rule are withheld from the cells (next table says why)."
+        elif any(c.get("flagged") for row in shares.values() for c in row.values()):
             note += " Position bias: a judge chose one position in more than 80% of its decisions (next table)."
         tables.append(
             Table(
@@ -376,7 +415,32 @@ def ram2c_tables(section: Mapping[str, Any], *, offline: bool = False) -> list[T
                 note + " Shares in %.",
             )
         )  # fmt: skip
+    voters = voters_table(section.get("voters") or {}, note)
+    if voters is not None:
+        tables.append(voters)
     return tables
+
+
+def voters_table(voters: Mapping[str, Any], note: str) -> Table | None:
+    """Each voter role's ballots (group reflection): how often it cast its most common ballot and the
+    share of documents it accepted; a constant voter (the same ballot whatever the documents) is
+    flagged, its acceptances are not a judgment of the content."""
+    if not voters:
+        return None
+    body = [
+        [name, str(v.get("verdicts", 0)), str(v.get("constant_verdict")), percent(v.get("constant_share")),
+         percent(v.get("accepted_share")), f"**constant voter**: {v['why']}" if v.get("flagged") else "-"]
+        for name, v in voters.items()
+    ]  # fmt: skip
+    flagged = [name for name, v in voters.items() if v.get("flagged")]
+    if flagged:
+        note += f" Constant voter(s) {', '.join(flagged)}: the accepted share is a constant, not a judgment."
+    return Table(
+        "Voters' ballot validity (RAM2C group reflection)",
+        ["Voter", "Ballots", "Most common ballot", "Same ballot", "Accepted", "Validity"],
+        body,
+        note + " Shares in %.",
+    )
 
 
 def _numbers(data: Any, prefix: str = "") -> dict[str, float]:
