@@ -25,7 +25,7 @@ import numpy as np
 
 from pipelines.agents import SampleTrace, to_jsonable
 from pipelines.agents.generation import run_runtime
-from pipelines.agents.harness import GenerationOutputs, System, run_systems
+from pipelines.agents.harness import EmptyEvaluation, GenerationOutputs, System, SystemReport, run_systems
 from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
 from pipelines.io import read_jsonl, write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
@@ -206,7 +206,7 @@ async def generate_ram2c_async(
     check_retrieval_groups(cfg, retrieval_cfg)
     passages = [p for s in cfg.sources if s.language == cfg.language for p in load_passages(s, root)]
     async with run_runtime(cfg.llm, runtime) as runtime:
-        await runtime.preflight()
+        await runtime.preflight(schema=cfg.output_mode == "json")
         if retriever is None:  # the fingerprint records the rewrites used
             retrieval_cfg = team_retrieval_config(cfg, retrieval_cfg)
         retriever, reranker = open_team_retrieval(
@@ -256,10 +256,13 @@ async def _generate(
         sample_id=lambda p: f"topic-{p.index}",
         prediction_row=topic_row,
         desc="ram2c topics",
+        max_unparseable_share=1.0,  # no topic written at all is reported below, naming the cause
         **common,
     )
     questions = topics_report.systems["topic_writer"].predictions
     written = [Topic(p, q) for p, q in zip(plans, questions, strict=True) if q]
+    if plans and not written:
+        raise EmptyEvaluation(no_topics_message(topics_report.systems["topic_writer"], rep / "topics"))
     embed = lambda texts: unit_rows(retriever.embedder.encode_queries(texts).dense)  # noqa: E731
     topics, dropped_topics = await asyncio.to_thread(
         select_topics, written, embed, cfg.topics, cfg.dialogues, language=cfg.language
@@ -363,3 +366,16 @@ def finish_ram2c(
 def generate_ram2c(cfg: Ram2cConfig, build_cfg: BuildKBConfig, retrieval_cfg: RetrievalConfig, **kwargs) -> dict:
     """Run the stage (see the module docstring); returns the metrics."""
     return asyncio.run(generate_ram2c_async(cfg, build_cfg, retrieval_cfg, **kwargs))
+
+
+def no_topics_message(report: SystemReport, reports_dir: Path) -> str:
+    """Why no topic is left to write dialogues on: the topic writer's replies, counted."""
+    counts = report.unparseable().values()
+    replies, bad = sum(c["replies"] for c in counts), sum(c["unparseable"] for c in counts)
+    cause = (
+        f"every topic reply was unparseable: {bad} of {replies} replies of the topic writer did not parse "
+        "(a server that ignores response_format, or a model too small for the prompt; docs/troubleshooting.md)"
+        if report.failed_samples < report.samples
+        else f"every topic failed: {report.failed_samples} of {report.samples} topic samples"
+    )
+    return f"ram2c topics: no topic written, so no dialogue to run; {cause}; see {reports_dir / 'failures.json'}"
