@@ -19,6 +19,8 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pipelines.redaction import looks_like_key
+
 T = TypeVar("T", bound=BaseModel)
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -120,6 +122,9 @@ ALIASES = {
 
 def did_you_mean(key: str, allowed: list[str]) -> str:
     """`` (did you mean 'x'?)`` for an unknown ``key`` close to, or a common alias of, an allowed key."""
+    if key == "api_key" and "api_key_env" in allowed:  # not "did you mean": that invites pasting the key there
+        return (" (a key never goes in params.yaml: export it as an environment variable and give the variable's "
+                "name as api_key_env, default OPENAI_API_KEY)")
     alias = ALIASES.get(key)
     if alias in allowed:
         return f" (did you mean {alias!r}?)"
@@ -131,6 +136,8 @@ def _shown(value: Any) -> str:
     """A bad value as an error shows it: a whole mapping or list is left out (it is in the file)."""
     if isinstance(value, dict | list):
         return ""
+    if isinstance(value, str) and looks_like_key(value):
+        return " (a value that looks like an API key; not shown)"
     text = repr(value)
     return f" (got {text if len(text) <= 120 else text[:117] + '...'})"
 

@@ -42,7 +42,7 @@ from pipelines.agents.shards import ShardConfig
 from pipelines.config import ConfigError, load_section
 from pipelines.errors import InputError
 from pipelines.io import remove_open_temporaries, remove_stale_temporaries_under, write_json_atomic
-from pipelines.tracking import StageRun, stage_run
+from pipelines.tracking import StageRun, redact_values, stage_run
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -255,7 +255,8 @@ def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> 
 
 
 def write_metrics(path: Path | str, metrics: dict[str, Any], run: StageRun | None = None) -> None:
-    """Write metrics JSON for DVC (atomically) and log them to the stage's W&B run."""
+    """Write metrics JSON for DVC (atomically, key-looking strings redacted) and log them to the stage's W&B run."""
+    metrics = redact_values(metrics)
     write_json_atomic(path, metrics)
     if run is not None:
         run.log_metrics(metrics)

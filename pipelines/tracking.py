@@ -5,8 +5,10 @@
 stage of one repro in one group, as ``dvc exp run`` groups its stages).
 W&B runs online only when ``WANDB_API_KEY`` is set or ``WANDB_MODE`` says so; otherwise runs are
 written offline under ``wandb/`` (sync them later with ``wandb sync``). Config values whose key
-looks secret (``api_key``, ``token``, ``password``, ``secret``) or whose value equals a secret
-from the environment are replaced by ``***`` before anything is logged.
+looks secret (``api_key``, ``token``, ``password``, ``secret``), whose value equals a secret from the
+environment, or that look like a key whatever their field (``sk-...``, ``Bearer ...``, long random
+tokens: :mod:`pipelines.redaction`) are replaced by ``***`` before anything is logged (the W&B
+config and its ``debug.log``); metrics files get the same look-based redaction (:func:`redact_values`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipelines.redaction import REDACTED, redact_keys
+
 log = logging.getLogger(__name__)
 
 SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization)", re.I)
 SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.I)
-REDACTED = "***"
 
 
 def _proc_stat(pid: int) -> tuple[int, int]:
@@ -74,8 +77,23 @@ def scrub(value: Any, _secrets: set[str] | None = None) -> Any:
     if isinstance(value, str):
         for secret in secrets:
             value = value.replace(secret, REDACTED)
-        return value
+        return redact_keys(value)
     return value
+
+
+def redact_values(value: Any) -> Any:
+    """A copy of ``value`` (metrics, reports) with key-looking strings and environment secrets redacted;
+    key names are kept (``prompt_tokens`` is a count, not a token)."""
+    secrets = _secret_values()
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [walk(v) for v in item]
+        return scrub(item, secrets) if isinstance(item, str) else item
+
+    return walk(value)
 
 
 def wandb_mode() -> str:

@@ -23,6 +23,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from pipelines.config import StrictModel, did_you_mean
 from pipelines.llm.types import SamplingParams
+from pipelines.redaction import EnvVarName
 
 
 class SamplingConfig(StrictModel):
@@ -88,7 +89,7 @@ class OpenAIBackendConfig(_RoleSampling):
     kind: Literal["openai"]
     model: str
     base_urls: list[str] = Field(min_length=1)
-    api_key_env: str | None = "OPENAI_API_KEY"
+    api_key_env: EnvVarName | None = "OPENAI_API_KEY"  # a pasted key is refused, not echoed
     max_concurrency: int | None = Field(
         None,
         ge=1,
