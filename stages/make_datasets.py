@@ -4,9 +4,13 @@ rows into ``datasets`` folders with a data card.
 Params: ``make_datasets`` (see :class:`pipelines.training.dataset_builder.MakeDatasetsConfig`) and the
 train sections its ``targets`` name (``train.sft``, ``train.dpo``): each dataset is length-filtered with
 the tokenizer, family and ``max_length`` of the run it feeds.
-Outs: ``<output_dir>/sft``, ``<output_dir>/dpo`` (DatasetDict train/eval), ``<output_dir>/data_card.json``
-and ``DATA_CARD.md``; ``reports/make_datasets/rejected.jsonl`` (bad or too long rows, with reasons);
-metrics: ``reports/make_datasets/metrics.json`` (counts per dataset, split and source; missing inputs).
+Near duplicates are dropped and every row is checked against the evaluation items (the tagging and
+KGC sections' evaluation sets, read with their own readers; tutoring held-out prompts; extra files).
+Outs: ``<output_dir>/sft``, ``<output_dir>/dpo`` (DatasetDict train/eval with a Hugging Face
+``README.md`` card), ``<output_dir>/data_card.json`` and ``DATA_CARD.md``,
+``make_datasets.contamination.output`` (one line per match); ``reports/make_datasets/rejected.jsonl``
+(removed rows, with reasons); metrics: ``reports/make_datasets/metrics.json`` (counts per dataset,
+split, source and filter; contamination counts; missing inputs).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pipelines.stage import run_stage, stage_setup, write_metrics
 from pipelines.tracking import stage_run
 from pipelines.training.dataset_builder import MakeDatasetsConfig, build_datasets
 from pipelines.training.dataset_targets import targets_from_params
+from pipelines.training.eval_items import system_items
 from pipelines.training.families import FamilyError
 
 log = logging.getLogger("edumas")
@@ -30,7 +35,10 @@ def _run(argv: list[str] | None) -> int:
     config = cfg.model_dump() | {"resolved_targets": {kind: t.model_dump() for kind, t in targets.items()}}
     with stage_run("make_datasets", config) as run:
         try:
-            metrics = build_datasets(cfg, targets)
+            systems = cfg.contamination.systems if cfg.contamination.enabled else []
+            items, not_checked = system_items(systems, args.params)
+            metrics = build_datasets(cfg, targets, eval_items=items)
+            metrics["contamination"]["not_checked"] = not_checked
         except (FileNotFoundError, FamilyError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

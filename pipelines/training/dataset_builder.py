@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,7 +32,11 @@ from pipelines.config import StrictModel
 from pipelines.io import apply_umask_modes, atomic_open, read_jsonl, write_json_atomic, write_jsonl_atomic
 from pipelines.training.cards import render_data_card
 from pipelines.training.chat_encoding import install_remote_code_shims, tokenizer_fingerprint
+from pipelines.training.dataset_card import FILTERS, render_card
+from pipelines.training.dataset_card import measure as card_facts
+from pipelines.training.dataset_filters import RowFilters, example
 from pipelines.training.dataset_targets import DatasetTarget
+from pipelines.training.decontamination import ContaminationConfig, EvalItem
 from pipelines.training.families import (
     chat_token_ids,
     detect_family,
@@ -40,6 +44,7 @@ from pipelines.training.families import (
     prepare_tokenizer,
     read_model_type,
 )
+from pipelines.training.near_duplicates import NearDuplicateConfig
 from pipelines.training.rows import KINDS, RowError, content_key, conversations, is_demo, normalise_row, prompt_key
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,8 @@ class MakeDatasetsConfig(StrictModel):
     min_eval_rows: int = Field(default=1, ge=0)
     seed: int = 13
     deduplicate: bool = True
+    near_duplicates: NearDuplicateConfig = Field(default_factory=NearDuplicateConfig)
+    contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
     reports_dir: str = "reports/make_datasets"
 
     @model_validator(mode="before")
@@ -162,6 +169,11 @@ class TargetTokenizers:
             self.loaded[kind] = self._by_model[key]
         return self.loaded[kind][0]
 
+    def text_length(self, kind: str):
+        """``text -> its length in tokens`` of ``kind``'s tokenizer (no special tokens)."""
+        tokenizer = self.get(kind)
+        return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def card_entry(self, kind: str) -> dict[str, Any]:
         """The data card's record of what measured ``kind`` (no fingerprint when nothing was measured)."""
         t = self.targets[kind]
@@ -171,8 +183,11 @@ class TargetTokenizers:
                 "max_length": t.max_length}  # fmt: skip
 
 
-def save_dataset_dict(splits: dict[str, list[dict[str, Any]]], kind: str, dest: Path) -> None:
-    """Save the non-empty splits as a ``datasets.DatasetDict`` at ``dest``, replacing it atomically (rename).
+def save_dataset_dict(
+    splits: dict[str, list[dict[str, Any]]], kind: str, dest: Path, *, card: str | None = None
+) -> None:
+    """Save the non-empty splits as a ``datasets.DatasetDict`` at ``dest``, replacing it atomically (rename),
+    with ``card`` as its ``README.md`` when given.
 
     A kind without any row gets a folder holding only ``EMPTY.md``.
     """
@@ -193,6 +208,8 @@ def save_dataset_dict(splits: dict[str, list[dict[str, Any]]], kind: str, dest: 
         )
     else:
         (tmp / "EMPTY.md").write_text(f"No usable {kind} rows; see data_card.json for what the inputs held.\n")
+    if card is not None:
+        (tmp / "README.md").write_text(card, encoding="utf-8")
     apply_umask_modes(tmp)  # mkdtemp makes the folder 0700
     old = dest.with_name(f".{dest.name}.old")
     if dest.exists():
@@ -203,9 +220,14 @@ def save_dataset_dict(splits: dict[str, list[dict[str, Any]]], kind: str, dest: 
 
 
 def build_datasets(
-    cfg: MakeDatasetsConfig, targets: Mapping[str, DatasetTarget], *, tokenizers: Mapping[str, Any] | None = None
+    cfg: MakeDatasetsConfig,
+    targets: Mapping[str, DatasetTarget],
+    *,
+    tokenizers: Mapping[str, Any] | None = None,
+    eval_items: Sequence[EvalItem] = (),
 ) -> dict[str, Any]:
-    """Run the whole stage for ``targets`` (one per kind; ``tokenizers``: already prepared ones by kind);
+    """Run the whole stage for ``targets`` (one per kind; ``tokenizers``: already prepared ones by kind;
+    ``eval_items``: the tagging and KGC evaluation items, :mod:`pipelines.training.eval_items`);
     returns the metrics (also the data card's ``counts``)."""
     if missing_targets := [kind for kind in KINDS if kind not in targets]:
         raise ValueError(f"no dataset target for {missing_targets}")
@@ -222,6 +244,7 @@ def build_datasets(
     for item in missing:
         log.warning("make_datasets: optional input %s is missing; skipped (listed in the data card)", item.path)
     measure = TargetTokenizers(targets, tokenizers)
+    filters = RowFilters(cfg.near_duplicates, cfg.contamination, eval_items)
 
     card_inputs: list[dict[str, Any]] = [
         {"path": item.path, "kind": item.kind, "exists": False, "required": item.required} for item in missing
@@ -230,7 +253,7 @@ def build_datasets(
     counts: dict[str, Any] = {}
     hashes: dict[str, Any] = {}
     for kind in KINDS:
-        rows, keys, seen = [], [], set()
+        rows, keys, seen, valid, lengths = [], [], set(), [], {}
         removed = Counter()
         for item in (i for i in inputs_present if i.kind == kind):
             path = Path(item.path)
@@ -242,18 +265,23 @@ def build_datasets(
                     clean = normalise_row(row, kind, default_source)
                 except RowError as exc:
                     stats["invalid"] += 1
+                    filters.note(kind, "invalid", example(f"{item.path}:{number}", str(exc)))
                     rejected.append({"file": item.path, "line": number, "reason": str(exc), "row": row})
                     continue
+                valid.append(clean)
                 key = content_key(clean, kind)
                 if cfg.deduplicate and key in seen:
                     stats["duplicates"] += 1
+                    filters.note(kind, "duplicates", example(clean["id"], "repeats an earlier row"))
                     continue
                 length = token_length(measure.get(kind), clean, kind)
                 if length > targets[kind].max_length:
                     stats["too_long"] += 1
+                    filters.note(kind, "too_long", example(clean["id"], f"{length} tokens"))
                     rejected.append({"file": item.path, "line": number, "reason": f"{length} tokens > max_length"})
                     continue
                 seen.add(key)
+                lengths[clean["id"]] = length
                 rows.append(clean)
                 keys.append(key)
                 stats["kept"] += 1
@@ -264,14 +292,25 @@ def build_datasets(
                 | {"sha256": file_sha256(path), **{k: stats[k] for k in ("read", "kept", "invalid", "duplicates")}}
                 | {"too_long": stats["too_long"], "demo_fixture_rows": stats["demo_fixture_rows"]}
             )
+        rows = filters.apply(rows, kind)
         train, evaluation = split_rows(rows, [prompt_key(row) for row in rows], cfg)
-        save_dataset_dict({"train": train, "eval": evaluation}, kind, Path(cfg.output_dir) / kind)
+        if kind == "dpo":
+            train = filters.tutoring(train, valid)
+        rows = train + evaluation
+        removed.update(filters.removed[kind])
+        splits = {"train": train, "eval": evaluation}
+        facts = card_facts(splits, kind, tokens=lengths, reply_tokens=measure.text_length(kind)) if rows else None
+        hf_card = None if facts is None else render_card(
+            kind, facts, removed=removed, examples=filters.examples[kind], target=measure.card_entry(kind),
+            token_values=[lengths[r["id"]] for r in rows if r["id"] in lengths],
+        )  # fmt: skip
+        save_dataset_dict(splits, kind, Path(cfg.output_dir) / kind, card=hf_card)
         counts[kind] = {
             "train": len(train),
             "eval": len(evaluation),
             "by_source": dict(sorted(Counter(r["source"] for r in rows).items())),
             "demo_fixture_rows": sum(is_demo(r) for r in rows),
-            "removed": {k: removed[k] for k in ("invalid", "duplicates", "too_long")},
+            "removed": {k: removed[k] for k in FILTERS},
         }
         hashes[kind] = {"train": rows_sha256(train), "eval": rows_sha256(evaluation)}
         if not rows:
@@ -292,5 +331,7 @@ def build_datasets(
     write_json_atomic(Path(cfg.output_dir) / "data_card.json", card)
     with atomic_open(Path(cfg.output_dir) / "DATA_CARD.md") as handle:
         handle.write(render_data_card(card))
-    write_jsonl_atomic(Path(cfg.reports_dir) / "rejected.jsonl", rejected)
-    return {"counts": counts, "inputs_missing": [i.path for i in missing], "sha256": hashes}
+    write_jsonl_atomic(Path(cfg.reports_dir) / "rejected.jsonl", rejected + filters.rejected)
+    write_jsonl_atomic(Path(cfg.contamination.output or Path(cfg.output_dir) / "contamination.jsonl"), filters.matches)
+    return {"counts": counts, "inputs_missing": [i.path for i in missing], "sha256": hashes,
+            "contamination": filters.summary()}  # fmt: skip

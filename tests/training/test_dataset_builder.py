@@ -113,7 +113,7 @@ def test_build_datasets_end_to_end(tmp_path, qwen_tokenizer):
         "eval": 2,
         "by_source": None,
         "demo_fixture_rows": 0,
-        "removed": {"invalid": 1, "duplicates": 2, "too_long": 1},
+        "removed": {"invalid": 1, "duplicates": 2, "near_duplicates": 0, "contaminated": 0, "too_long": 1},
     }
     assert metrics["counts"]["dpo"]["train"] + metrics["counts"]["dpo"]["eval"] == 6
     assert metrics["inputs_missing"] == [str(tmp_path / "gen" / "kgc" / "sft.jsonl")]
