@@ -164,7 +164,7 @@ def _command(limits: SandboxLimits) -> list[str]:
     return isolation().prefix() + [
         sys.executable, "-I", "-S", "-X", "utf8", "-c", BOOT,
         str(max(1, math.ceil(limits.cpu_time_s))), str(limits.memory_mb * 1024 * 1024),
-        str(limits.max_output_bytes), ",".join(limits.allowed_imports),
+        str(limits.max_output_bytes), ",".join(limits.allowed_imports), str(os.getpid()),
     ]  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """Child-side bootstrap of the code sandbox: runs ONE untrusted Python program and exits.
 
 Started by :mod:`pipelines.agents.sandbox` as
-``python -I -S -X utf8 -c "<import this module, call main()>" CPU_S MEMORY_BYTES FILE_BYTES ALLOWED_IMPORTS``
+``python -I -S -X utf8 -c "<import this module, call main()>" CPU_S MEMORY_BYTES FILE_BYTES ALLOWED_IMPORTS STAGE_PID``
 (or ``python -I -S -X utf8 sandbox_runner.py ...``) with the
 program's source on stdin, an empty environment and a fresh temporary folder as cwd. It must stay
 standard-library only and cheap to start (no site, no json, no traceback module).
@@ -293,13 +293,13 @@ def _make_rebuild_guard(real, allowed_tops):
     return guarded
 
 
-def _run_in_child():
+def _run_in_child(stage):
     """Fork; the child returns and runs the program, this process waits for it and ends the same way.
 
     Started under ``unshare --pid`` the child is PID 1 of a new PID namespace: no process outside
-    it has a number it could name. This process also kills the child when its own parent (the
-    stage) dies, so a killed stage leaves no program running. Returns only in the child."""
-    stage = posix.getppid()
+    it has a number it could name. This process also kills the child when its parent is no longer
+    ``stage`` (the stage's pid: it died, even before this started), so a killed stage leaves no
+    program running. Returns only in the child."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the status is passed on by a signal to this process
     child = posix.fork()
     if child == 0:
@@ -359,7 +359,7 @@ def _finish(code):
 
 
 def main():
-    _run_in_child()
+    _run_in_child(int(sys.argv[5]))
     cpu_s, memory_bytes, file_bytes = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     allowed_tops = frozenset(name for name in sys.argv[4].split(",") if name)
     source = sys.stdin.buffer.read().decode("utf-8", "replace")

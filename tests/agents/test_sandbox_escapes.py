@@ -6,15 +6,16 @@ Every hostile program ends with ``print(True)``: a guard that failed silently wo
 """
 
 import os
-import signal
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from pipelines.agents import sandbox
+from pipelines.agents import sandbox, sandbox_isolation
 from pipelines.agents.sandbox import SandboxLimits, isolation, run_python_sync
 
 LIMITS = SandboxLimits(wall_time_s=3.0, cpu_time_s=2.0)
@@ -112,3 +113,89 @@ def test_process_control_is_refused(name, victim):
     result = run(SIGNALS[name].format(pid=victim.pid))
     assert victim.poll() is None, "the program signalled a process outside the sandbox"
     assert "True" not in result.stdout
+
+
+# ---------------------------------------------------------------- kernel layers
+@pytest.mark.skipif("--pid" not in isolation().namespace_flags, reason="unshare --pid is not permitted here")
+def test_program_is_pid_one_of_its_own_pid_namespace():
+    result = run_python_sync("import random\nos = random._os\nprint(os.getpid(), os.getppid())", LIMITS)
+    assert result.ok, result
+    assert result.stdout.split() == ["1", "0"]
+
+
+def test_root_drops_to_nobody_only_when_nobody_cannot_write_the_protected_paths(request, monkeypatch):
+    if os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root and a system interpreter that uid 65534 can start")
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    monkeypatch.setattr(sandbox_isolation, "protected_paths", lambda runner: ["/usr/lib", str(runner)])
+    assert sandbox_isolation._choose_user(sandbox.RUNNER) == (65534, None)
+    writable = Path(tempfile.mkdtemp(prefix="edumas-test-venv-", dir="/tmp"))  # nobody can reach it
+    request.addfinalizer(lambda: writable.rmdir())
+    os.chown(writable, 65534, 65534)
+    monkeypatch.setattr(sandbox_isolation, "protected_paths", lambda runner: ["/usr/lib", str(writable)])
+    user, note = sandbox_isolation._choose_user(sandbox.RUNNER)
+    assert user is None and f"could write {writable}" in note
+
+
+def test_isolation_says_why_root_is_kept():
+    found = isolation()
+    if os.geteuid() == 0 and found.user is None:
+        assert any("uid 65534" in note and "runs as root" in note for note in found.notes), found
+    if found.user is not None:
+        result = run_python_sync(f"import random\nprint(random._os.access({os.__file__!r}, 2))", LIMITS)
+        assert result.stdout.strip() == "False", result
+
+
+def test_folders_of_dead_owners_are_cleaned_others_kept(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = tmp_path / f"edumas-sandbox-{dead.pid}-abc"
+    mine = tmp_path / f"edumas-sandbox-{os.getpid()}-abc"
+    legacy = tmp_path / "edumas-sandbox-x1y2z3"
+    for folder in (gone, mine, legacy):
+        (folder / "sub").mkdir(parents=True)
+    assert sandbox_isolation.clean_leftovers(str(tmp_path)) == [str(gone)]
+    assert not gone.exists() and mine.exists() and legacy.exists()
+
+
+STAGE = """
+import sys
+from pipelines.agents.sandbox import SandboxLimits, run_python_sync
+run_python_sync("import time\\ntime.sleep(60)", SandboxLimits(wall_time_s=60, cpu_time_s=5, allowed_imports=["time"]))
+"""
+
+
+def _processes_in(folder: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd") == str(folder):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_for(condition, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return condition()
+
+
+def test_killed_stage_leaves_no_program_running_and_its_folder_is_cleaned_next_start(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(Path(sandbox.__file__).parents[2])}
+    stage = subprocess.Popen([sys.executable, "-c", STAGE], env=env)
+    try:
+        folder = _wait_for(lambda: next(tmp_path.glob(f"edumas-sandbox-{stage.pid}-*"), None), 30)
+        assert folder is not None
+        assert _wait_for(lambda: _processes_in(folder), 10), "the sandboxed program did not start"
+    finally:
+        stage.kill()
+        stage.wait()
+    assert _wait_for(lambda: not _processes_in(folder), 5), "the program outlived its killed stage"
+    assert folder.exists()  # nobody could delete it yet
+    assert sandbox_isolation.clean_leftovers(str(tmp_path)) == [str(folder)]
