@@ -66,6 +66,19 @@ def plain_file_mode() -> int:
     return 0o666 & ~_umask()
 
 
+def apply_umask_modes(folder: Path | str) -> None:
+    """Give ``folder``, its sub-folders and files the modes ordinary ``mkdir``/``open`` would (``0o777``/``0o666``
+    less the umask; files with an execute bit keep it): ``tempfile.mkdtemp`` (0700) and safetensors'
+    ``save_file`` (0600) leave outputs another user cannot read. Symbolic links are left alone."""
+    mask = _umask()
+    folder = Path(folder)
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        executable = path.is_dir() or path.stat().st_mode & 0o111
+        os.chmod(path, (0o777 if executable else 0o666) & ~mask)
+
+
 def remove_stale_temporaries(path: Path | str) -> list[Path]:
     """Remove the temporary siblings of ``path`` (``.<name>.*.tmp``) that a killed writer left: those
     last written before this process started by a pid that is no live process (a writer of this

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipelines.config import StrictModel
-from pipelines.io import write_json_atomic
+from pipelines.io import apply_umask_modes, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,9 @@ def _partial_dir(dest: Path) -> Path:
 
 
 def _replace_dir(tmp: Path, dest: Path) -> None:
-    """Move a finished ``tmp`` folder onto ``dest`` (the old one is removed only after success)."""
+    """Move a finished ``tmp`` folder onto ``dest`` (the old one is removed only after success), with the modes
+    of plain writes (safetensors writes its files 0600)."""
+    apply_umask_modes(tmp)
     if dest.exists():
         shutil.rmtree(dest)
     tmp.rename(dest)

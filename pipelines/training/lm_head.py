@@ -32,6 +32,7 @@ class HeadSwitch:
     """The head a patched model uses for ``fused_lm_head=True`` calls; shared by a model and its wrappers."""
 
     path: str = "fused"
+    plain_forward: Any = None  # the model's forward before trl patched it (the probe's independent reference)
 
     def __post_init__(self) -> None:
         if self.path not in HEAD_PATHS:
@@ -113,6 +114,7 @@ def add_switchable_lm_head(
     trl_add_fused_lm_head(model, temperature=temperature, cast_lm_head_to_fp32=cast_lm_head_to_fp32, outputs=outputs)
     fused_forward = model.forward
     switch = getattr(model, SWITCH_ATTRIBUTE, None) or HeadSwitch(path)
+    switch.plain_forward = switch.plain_forward or own_forward
 
     @functools.wraps(type(model).forward)  # generate validates its kwargs against this signature
     def forward(self, *args, fused_lm_head=False, labels=None, shift_labels=None, num_items_in_batch=None, **kwargs):

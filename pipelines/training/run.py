@@ -26,7 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipelines.io import apply_umask_modes
 from pipelines.models.fingerprint import folder_fingerprint
+from pipelines.training.checkpoint_records import CheckpointRecords, saved_probe
 from pipelines.training.checkpoints import (
     ResumeRefused,
     apply_resume_plan,
@@ -53,7 +55,7 @@ from pipelines.training.loading import (
 )
 from pipelines.training.remote_code import load_remote_aware
 from pipelines.training.rows import REQUIRED_COLUMNS
-from pipelines.training.summary import loss_history, write_run_summary
+from pipelines.training.summary import loss_history, run_metrics, write_run_summary
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +194,14 @@ def build_trainer(cfg: TrainConfig, *, report_to: str = "none", run_name: str | 
             trainer = DPOTrainer(ref_model=ref_model, **common)
     check_rows_end_with_stop(trainer, tokenizer, cfg)
     tolerance = cfg.lm_head_tolerance or DEFAULT_TOLERANCE[cfg.dtype]
-    rows = min(2, cfg.schedule.per_device_train_batch_size)  # the shape of a training micro-batch, at most 2
-    trainer.lm_head_probe = HeadParityProbe(trainer, tolerance=tolerance, family=family.name, rows=rows)
+    trainer.lm_head_probe = HeadParityProbe(trainer, tolerance=tolerance, family=family.name, rows=PROBE_ROWS,
+                                            batch_size=cfg.schedule.per_device_train_batch_size)  # fmt: skip
     trainer.add_callback(trainer.lm_head_probe)
+    trainer.add_callback(CheckpointRecords(trainer.lm_head_probe))
     return trainer, family, tokenizer
+
+
+PROBE_ROWS = 8  # training rows the LM-head probe scores, in micro-batches of the training shape
 
 
 def head_path(cfg: TrainConfig, family: Family) -> str:
@@ -208,6 +214,7 @@ def save_atomically(dest: Path, write) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     write(tmp)
+    apply_umask_modes(tmp)  # mkdtemp makes it 0700, safetensors its files 0600
     if dest.exists():
         shutil.rmtree(dest)
     os.replace(tmp, dest)
@@ -309,11 +316,13 @@ def run_training(cfg: TrainConfig, *, report_to: str = "none", run_name: str | N
     metrics.update({"train_loss": train_loss, "global_step": trainer.state.global_step})
     if trainer.eval_dataset is not None:
         metrics.update({k: v for k, v in trainer.evaluate().items() if isinstance(v, (int, float))})
-    if history:
-        metrics["first_logged_loss"], metrics["last_logged_loss"] = history[0]["loss"], history[-1]["loss"]
+    metrics.update(run_metrics(history, trainer.train_dataset, trainer.eval_dataset))
     metrics["resumed_from_step"] = resumed_from
     metrics["steps_this_run"] = steps_this_run
-    metrics["lm_head"] = trainer.lm_head_probe.result
+    probe = trainer.lm_head_probe.result
+    if probe is None and steps_this_run == 0:  # a relaunch that took no step keeps the record it had
+        probe = saved_probe(checkpoint, cfg.reports_path / "metrics.json")
+    metrics["lm_head"] = probe
 
     def write_final(tmp: Path) -> None:
         trainer.save_model(str(tmp))

@@ -29,6 +29,18 @@ def loss_history(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
     return history
 
 
+def run_metrics(history: list[dict[str, float]], train_data, eval_data) -> dict[str, Any]:
+    """The whole logged loss curve (``loss_curve``: ``[[step, loss], ...]``), its first and last loss, and the
+    number of training and evaluation rows the run read."""
+    curve = [[int(h["step"]), float(h["loss"])] for h in history]
+    metrics: dict[str, Any] = {"loss_curve": curve}
+    if curve:
+        metrics["first_logged_loss"], metrics["last_logged_loss"] = curve[0][1], curve[-1][1]
+    metrics["train_rows"] = len(train_data) if train_data is not None else 0
+    metrics["eval_rows"] = len(eval_data) if eval_data is not None else 0
+    return metrics
+
+
 def read_loss_csv(path: Path) -> list[list[float]]:
     """``loss.csv`` as :func:`write_run_summary` writes it -> ``[[step, loss], ...]`` (rows without a loss skipped)."""
     points = []

@@ -126,7 +126,7 @@ def test_the_trained_loss_equals_the_models_own_head(family_models, family_data,
     loss on a batch equals the loss computed by hand from the model's own logits; the probe passed."""
     import torch
 
-    from pipelines.training.head_probe import probe_batch
+    from pipelines.training.head_probe import probe_batches
     from pipelines.training.run import build_trainer
 
     cfg = train_config(family_models[family], family_data[family], tmp_path, method, schedule={"max_steps": 2})
@@ -135,7 +135,7 @@ def test_the_trained_loss_equals_the_models_own_head(family_models, family_data,
     probe = trainer.lm_head_probe.result
     assert probe["passed"] and probe["tokens"] > 0 and probe["mean_abs_diff"] <= probe["tolerance"]
     assert probe["path"] == ("fused" if family == "qwen2" else "own") and not probe["fell_back"]
-    batch = probe_batch(trainer, 2)
+    batch = probe_batches(trainer, 2, 2)[0]
     trainer.model.eval()
     with torch.no_grad():
         trained = trainer.compute_loss(trainer.model, dict(batch))
@@ -174,4 +174,35 @@ def test_a_wrong_fused_head_with_precomputed_reference_log_probs_stops(minicpm_m
     cfg = train_config(minicpm_model, family_data["minicpm"], tmp_path, "dpo", tuning="full", lm_head="fused", dpo=dpo,
                        schedule={"max_steps": 1})  # fmt: skip
     with pytest.raises(TrainingSetupError, match="set lm_head: own"):
+        run_training(cfg)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["chatglm3", "minicpm"])
+def test_the_probe_compares_the_trainer_with_the_plain_forward(family_models, family_data, family, tmp_path):
+    """Under ``lm_head: auto`` (own head) the probe scores every training row (3 here, up to 8) in micro-batches
+    against the model's forward from before trl patched it, and reports the largest difference too."""
+    from pipelines.training.run import build_trainer
+
+    cfg = train_config(family_models[family], family_data[family], tmp_path, "sft", schedule={"max_steps": 1})
+    trainer, _, _ = build_trainer(cfg)
+    trainer.train()
+    probe = trainer.lm_head_probe.result
+    assert probe["path"] == "own" and probe["passed"] and probe["rows"] == 3
+    assert probe["max_abs_diff"] <= probe["max_tolerance"] and probe["max_abs_diff"] >= probe["mean_abs_diff"]
+    base = trainer.model.get_base_model()
+    plain = trainer.lm_head_probe.switches()[0].plain_forward
+    assert plain.__func__ is type(base).forward and base.forward.__func__ is not type(base).forward
+
+
+@pytest.mark.slow
+def test_an_own_head_that_disagrees_with_the_plain_forward_stops(minicpm_model, family_data, tmp_path, monkeypatch):
+    """A wrong own-head path (here: scores at temperature 2) is caught against the plain forward."""
+    from pipelines.training import lm_head
+    from pipelines.training.run import TrainingSetupError, run_training
+
+    original = lm_head.own_head_output
+    monkeypatch.setattr(lm_head, "own_head_output", lambda *a, **k: original(*a, **k | {"temperature": 2.0}))
+    cfg = train_config(minicpm_model, family_data["minicpm"], tmp_path, "sft", schedule={"max_steps": 1})
+    with pytest.raises(TrainingSetupError, match="plain forward .*max"):
         run_training(cfg)

@@ -20,6 +20,7 @@ def test_a_finished_run_relaunched_takes_no_extra_step(tiny_model, tiny_data, tm
     assert (first["global_step"], first["steps_this_run"]) == (4, 4)
     again = run_training(cfg)
     assert (again["global_step"], again["resumed_from_step"], again["steps_this_run"]) == (4, 4, 0)
+    assert first["lm_head"]["passed"] and again["lm_head"] == first["lm_head"]  # the probe record is kept
     assert [step for step, _ in read_loss_csv(cfg.reports_path / "loss.csv")] == [1, 2, 3, 4]
     assert again["train_loss"] == sum(loss for _, loss in read_loss_csv(cfg.reports_path / "loss.csv")) / 4
     final = load_file(str(cfg.final_dir / "adapter_model.safetensors"))
