@@ -4,6 +4,7 @@ them, an ablations file with no experiment is not "found", and the evaluate stag
 name tutoring prompts evaluated vs requested (on the recorded smoke run)."""
 
 import json
+import shutil
 
 import yaml
 
@@ -11,6 +12,7 @@ from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.report.missing import TABLE_2_COMMAND, TABLE_3_COMMAND
 from stages.evaluate import shortfalls as evaluate_shortfalls
 from tests.evaluation.recorded import metrics
+from tests.evaluation.recorded import traces as recorded_traces
 from tests.evaluation.test_report_stage import PROJECT, _project, _run
 
 
@@ -35,8 +37,13 @@ def test_tables_2_and_3_missing_are_said_with_their_commands(tmp_path, monkeypat
 
 def test_recorded_tables_2_and_3_are_not_missing(tmp_path, monkeypatch):
     _project(tmp_path)  # the smoke profile's evaluate judged Tables 1-3
+    (tmp_path / "data/tagging").mkdir(parents=True)
+    shutil.copy(PROJECT / "data/tagging/demo.jsonl", tmp_path / "data/tagging/demo.jsonl")
     found = _run(tmp_path, monkeypatch)
     assert found["missing"] == [] and "Missing comparisons" not in found["sections"]
+    traces = (tmp_path / "reports/traces.html").read_text(encoding="utf-8")  # the pairs' texts from the data
+    assert traces.count("<b>Question</b>: ") == traces.count("<b>Definition</b>: ") == 4
+    assert traces.count("<b>Student persona</b> s") == len({r["sample_id"] for r in recorded_traces("ram2c")})
 
 
 def test_evaluate_shortfalls_count_tutoring_prompts():

@@ -166,3 +166,32 @@ def test_every_view_in_a_headless_browser(tmp_path, browser):
     target = visible("#list li.active")[0].get_attribute("data-target")
     assert driver.find_element(By.ID, "team").get_attribute("value") == "kgc"
     assert driver.find_element(By.ID, target).is_displayed() and not driver.find_element(By.ID, "hint").is_displayed()
+
+
+def test_tagging_question_definition_and_split_and_the_ram2c_persona():
+    """The tagging view names the pair (question, definition: the report adds them from the tagging
+    data) and whether it was evaluated or generated; the RAM2C view names the student's persona."""
+    from pathlib import Path
+
+    from pipelines.evaluation.report.build import tagging_texts
+    from pipelines.ram2c.students import persona_by_id
+
+    project = Path(__file__).resolve().parents[2]
+    texts = tagging_texts({"tagging": {"data": {"path": "data/tagging/demo.jsonl"}}}, project)
+    splits = set()
+    for sample_id, rows in group_samples(traces("tagging")).items():
+        record = {**texts[sample_id], **records("tagging")[sample_id]}
+        view = tagging_html(rows, record)
+        assert f"<b>Question</b>: {_html(texts[sample_id]['question'])}</p>" in view
+        assert f"<b>Definition</b>: {_html(texts[sample_id]['definition'])}</p>" in view
+        splits.add(record["split"])
+        assert {"evaluation": "evaluated (evaluation split: scored)",
+                "generation": "generated (generation split"}[record["split"]] in view  # fmt: skip
+    assert splits == {"evaluation", "generation"}  # the recorded run has both
+    for sample_id, rows in group_samples(traces("ram2c")).items():
+        record = records("ram2c")[sample_id]
+        persona = persona_by_id(record["student"], "en", seed=0)
+        line = f"{persona.grade}, {persona.traits[0]} and {persona.traits[1]}, likes {persona.interest}"
+        assert f"<b>Student persona</b> {record['student']}: {line}, {persona.reading_level}</p>" in ram2c_html(
+            rows, record
+        )

@@ -22,9 +22,10 @@ from pipelines.evaluation.report.missing import ABLATIONS_COMMAND, missing_compa
 from pipelines.evaluation.report.plot_data import plot_rows, write_plot_data
 from pipelines.evaluation.report.stamp import report_stamp
 from pipelines.evaluation.report.summary import build_sections, write_summary
-from pipelines.evaluation.traces.browser import write_trace_browser
+from pipelines.evaluation.traces.browser import read_records, write_trace_browser
 from pipelines.evaluation.traces.story import esc
 from pipelines.io import atomic_open
+from pipelines.tagging.data import TaggingDataConfig, read_examples
 from pipelines.training.summary import read_loss_csv
 
 log = logging.getLogger(__name__)
@@ -149,15 +150,34 @@ def _prune(folder: Path, keep: set[Path]) -> None:
             stale.unlink()
 
 
-def write_traces(cfg: ReportConfig, *, root: Path | str = ".") -> dict[str, Any]:
+def tagging_texts(params: Mapping[str, Any], root: Path) -> dict[str, dict[str, str]]:
+    """``{pair id: {"question", "definition"}}`` from the tagging data params name ({} when it
+    cannot be read: the browser then shows the label and split without the texts)."""
+    try:
+        data = TaggingDataConfig.model_validate(((params.get("tagging") or {}).get("data")) or {})
+        return {e.id: {"question": e.question, "definition": e.definition} for e in read_examples(data, root)}
+    except (OSError, ValueError) as exc:  # a missing or unreadable data file, or bad params: no texts
+        log.warning("report: the tagging pairs' texts are not shown in the trace browser: %s", exc)
+        return {}
+
+
+def write_traces(cfg: ReportConfig, params: Mapping[str, Any] | None = None, *, root: Path | str = ".") -> dict:
     """``traces.html`` from the teams' traces present (a page saying none were found otherwise);
-    returns per-team stats and the missing files."""
+    returns per-team stats and the missing files. The tagging records get their pair's question
+    and definition from the tagging data of ``params``."""
     root = Path(root)
     found = {team: root / path for team, path in cfg.traces.items() if (root / path).exists()}
     missing = [path for team, path in cfg.traces.items() if team not in found]
     target = root / cfg.outputs.traces_html
     if found:
-        records = {team: root / path for team, path in cfg.records.items() if team in found and (root / path).exists()}
+        records: dict[str, Any] = {
+            team: read_records(root / path)
+            for team, path in cfg.records.items()
+            if team in found and (root / path).exists()
+        }
+        if "tagging" in records and params is not None:
+            texts = tagging_texts(params, root)
+            records["tagging"] = {i: {**texts.get(i, {}), **row} for i, row in records["tagging"].items()}
         stats = write_trace_browser(
             target, found, limit=cfg.trace_limit, seed=cfg.trace_seed, title=f"{cfg.title}: traces", records=records
         )
@@ -181,7 +201,7 @@ def build_report(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path | s
     written = write_summary(metrics, reports_dir, title=cfg.title)
     csvs = write_plot_data(metrics, reports_dir / "plots")
     _prune(reports_dir / "plots", {*written["plots"], *csvs})
-    traces = write_traces(cfg, root=root)
+    traces = write_traces(cfg, params, root=root)
     return {
         "offline_default": metrics["offline_default"],
         "inputs": {name: s["found"] for name, s in metrics["inputs"].items()},

@@ -2,11 +2,13 @@
 the teams really write (recorded in ``tests/evaluation/recorded/``) and the sample's row of the
 team's ``predictions.jsonl`` (``record``) when there is one:
 
-- tagging: the label and every system's verdict, with its outcome (the ``team`` / ``aggregate``
-  row, the single LLM's parsed ``verdict``, the predictions row);
+- tagging: the label, the split (evaluated or generated), the question and the definition (the
+  predictions row, with the pair's texts added by the report) and every system's verdict, with its
+  outcome (the ``team`` / ``aggregate`` row, the single LLM's parsed ``verdict``, the predictions row);
 - KGC: the sentence and its gold items (predictions row), then the rounds side by side per
   expert (``round`` + ``expert``: the ``kept`` answer, else ``parsed.items``) with the changes;
-- RAM2C, per turn: the final pair (chosen: the last group's ``synthesizer`` reply; rejected: the
+- RAM2C: the topic and the student's persona (the student prompt's persona line); per turn: the final pair
+  (chosen: the last group's ``synthesizer`` reply; rejected: the
   ``drafter``'s) with the quality gates' verdict (``gates`` row), the reply after each group, and
   each group's retrieved documents with every expert's vote (``reflection`` rows: ``documents:
   [{document, votes: {expert: bool}, share, accepted}]``; ``retrieval`` rows: ``parsed.hits``).
@@ -44,6 +46,27 @@ def _verdict(value: Any) -> str:
     return "yes" if bool(value) else "no"
 
 
+SPLITS = {
+    "evaluation": "evaluated (evaluation split: scored)",
+    "generation": "generated (generation split: the team's run for SFT rows, not scored)",
+}
+PERSONA_LINES = ("You are:", "你是：")  # the student prompt's persona line (ram2c/agents/student.*.j2)
+
+
+def persona_line(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The persona the simulated student played, as its prompt gave it (``grade 6, curious and
+    playful, likes cooking, reads at grade level``); None when no student prompt is traced."""
+    for row in rows:
+        if row.get("agent") != "student" or not isinstance(row.get("prompt"), list):
+            continue
+        for message in row["prompt"]:
+            for line in str((message or {}).get("content", "")).splitlines():
+                for start in PERSONA_LINES:
+                    if line.startswith(start):
+                        return line.removeprefix(start).strip().rstrip(".。")
+    return None
+
+
 def tagging_html(rows: Sequence[Mapping[str, Any]], record: Mapping[str, Any] | None) -> str:
     """Label and verdicts first: one line per system (team from its aggregate row, others from
     their parsed ``verdict``, the predictions row where the trace has none)."""
@@ -60,10 +83,15 @@ def tagging_html(rows: Sequence[Mapping[str, Any]], record: Mapping[str, Any] | 
         outcome = "failed" if verdict is None else ("correct" if bool(verdict) == bool(label) else "wrong")
         cells.append(f'<tr><td>{esc(system)}</td><td>{_verdict(verdict)}</td>'
                      f'<td><span class="badge {outcome}">{outcome}</span></td></tr>')  # fmt: skip
-    knowledge = (record or {}).get("knowledge_id")
+    record = record or {}
+    knowledge = record.get("knowledge_id")
     head = f"<p><b>Label</b>: {_verdict(label)}" + (f" · knowledge <code>{esc(knowledge)}</code>" if knowledge else "")
+    split = next((r["split"] for r in rows if r.get("split")), record.get("split"))
+    head += f" · {esc(SPLITS.get(str(split), split))}" if split else ""
+    pair = "".join(f"<p><b>{name}</b>: {esc(record[key])}</p>" for key, name in (("question", "Question"),
+                   ("definition", "Definition")) if record.get(key))  # fmt: skip
     table = f'<table class="verdicts"><tr><th>system</th><th>verdict</th><th></th></tr>{"".join(cells)}</table>'
-    return f'<section class="first"><h3>Label and verdicts</h3>{head}</p>{table}</section>'
+    return f'<section class="first"><h3>Label and verdicts</h3>{head}</p>{pair}{table}</section>'
 
 
 def _items(value: Any) -> list[str] | None:
@@ -194,6 +222,9 @@ def ram2c_html(rows: Sequence[Mapping[str, Any]], record: Mapping[str, Any] | No
         return ""
     sample = str(rows[0].get("sample_id", ""))
     topic = f"<p><b>Topic</b>: {esc(record['topic'])}</p>" if record and record.get("topic") else ""
+    persona, who = persona_line(rows), (record or {}).get("student")
+    if persona or who:
+        topic += f"<p><b>Student persona</b>{f' {esc(who)}' if who else ''}: {esc(persona or 'not traced')}</p>"
     parts = [topic]
     for turn in turns:
         mine = [r for r in rows if r.get("turn") == turn]
