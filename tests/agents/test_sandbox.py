@@ -24,6 +24,13 @@ from pipelines.agents.sandbox import (
 LIMITS = SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0)
 
 
+def report(result) -> None:
+    """Print the hostile program's row of the outcome table (``pytest -s ... | grep '^| '``)."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].removesuffix(" (call)")
+    stopped = next((line.strip() for line in reversed(result.stderr.splitlines()) if line.strip()), "")
+    print(f"| {test[:100]} | {result.killed_reason or '-'} | {result.exit_code} | {stopped[:120]} |")
+
+
 def run(code: str, limits: SandboxLimits = LIMITS):
     result = run_python_sync(code, limits)
     assert result.duration_s < limits.wall_time_s + 1.0, result
@@ -31,6 +38,7 @@ def run(code: str, limits: SandboxLimits = LIMITS):
 
 
 def assert_refused(result, *reasons):
+    report(result)
     assert result.verdict is None, result
     assert not result.ok
     assert result.exit_code != 0
@@ -335,6 +343,7 @@ def test_interpreter_tampering_is_refused(code):
 )
 def test_true_then_failure_gives_no_verdict(code, exit_code):
     result = run(code)
+    report(result)
     assert result.exit_code == exit_code
     assert result.verdict is None and not result.ok
 

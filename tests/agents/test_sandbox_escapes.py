@@ -17,6 +17,7 @@ import pytest
 
 from pipelines.agents import sandbox, sandbox_isolation
 from pipelines.agents.sandbox import SandboxLimits, isolation, run_python_sync
+from tests.agents.test_sandbox import report
 
 LIMITS = SandboxLimits(wall_time_s=3.0, cpu_time_s=2.0)
 STDLIB = Path(os.__file__).parent
@@ -24,6 +25,7 @@ STDLIB = Path(os.__file__).parent
 
 def run(code: str):
     result = run_python_sync(code + "\nprint(True)", LIMITS)
+    report(result)
     assert result.verdict is None and not result.ok and result.exit_code != 0, result
     return result
 
