@@ -3,10 +3,13 @@
 - :func:`split_examples`: rows go to a *generation* split (the team runs on it to make SFT rows;
   demonstrations and the trained baselines come from it) or a held-out *evaluation* split (the
   only rows scored), by row (stratified by label and concept) or by concept (whole knowledge ids,
-  every language of an id on one side). Rows with the same question text (:func:`question_key`:
-  blanks collapsed, case folded) always go to the same side, so an evaluated question is never
-  in the generation split (a data set may repeat a row, or pair one question with several
-  definitions, as MathFish does). :meth:`Split.record` is what ``split.json`` and the
+  every language of an id on one side). An evaluated question text (:func:`question_key`: blanks
+  collapsed, case folded) is never in the generation split (a data set may repeat a row, or pair
+  one question with several definitions, as MathFish does): by row, rows sharing a question text
+  go to the same side; by concept, knowledge ids are dealt to the evaluation side until it holds
+  ``evaluation_share`` of the rows, and the generation rows whose question text is also evaluated
+  (*bridging* questions, which would chain every id into one group) are left out of the run,
+  counted in the record and logged. :meth:`Split.record` is what ``split.json`` and the
   prediction/SFT rows record, so the data card can tell which rows fed SFT.
 - :func:`build_demonstrations`: each concept's pool is up to ``pool_per_concept`` of its own
   generation rows; a concept with fewer (a MathFish-style file has one or two rows per standard)
@@ -18,9 +21,10 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +33,8 @@ from pydantic import Field
 from pipelines.config import StrictModel
 from pipelines.stage import StageError
 from pipelines.tagging.data import TaggingDataConfig, TaggingExample, read_examples
+
+log = logging.getLogger(__name__)
 
 
 class EmptyEvaluationSplit(StageError):
@@ -49,17 +55,25 @@ class Split:
     generation: list[TaggingExample]
     evaluation: list[TaggingExample]
     cfg: SplitConfig
+    left_out: list[TaggingExample] = field(default_factory=list)  # by concept: generation rows of bridging questions
+    bridging_questions: int = 0
 
     def record(self) -> dict[str, Any]:
         """``{"by", "evaluation_share", "seed", "counts": {...},
-        "ids": {"generation": [...], "evaluation": [...]}}``."""
-        return {
+        "ids": {"generation": [...], "evaluation": [...]}}``; by concept also ``bridging_questions``
+        and ``ids.left_out`` (with ``counts.left_out``)."""
+        record = {
             "by": self.cfg.by,
             "evaluation_share": self.cfg.evaluation_share,
             "seed": self.cfg.seed,
             "counts": {"generation": len(self.generation), "evaluation": len(self.evaluation)},
             "ids": {"generation": [e.id for e in self.generation], "evaluation": [e.id for e in self.evaluation]},
         }
+        if self.cfg.by == "concept":
+            record["counts"]["left_out"] = len(self.left_out)
+            record["ids"]["left_out"] = [e.id for e in self.left_out]
+            record["bridging_questions"] = self.bridging_questions
+        return record
 
 
 def _key(seed: int, text: str) -> str:
@@ -71,43 +85,51 @@ def question_key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _groups(examples: list[TaggingExample], by: str) -> list[list[TaggingExample]]:
-    """Rows that must stay on one side, in input order: those sharing a question text, and (by
-    concept) those sharing a knowledge id, joined transitively."""
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def find(node: tuple[str, str]) -> tuple[str, str]:
-        while parent.setdefault(node, node) != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
+def _question_groups(examples: list[TaggingExample]) -> list[list[TaggingExample]]:
+    """Rows sharing a question text (they stay on one side), in input order."""
+    groups: dict[str, list[TaggingExample]] = defaultdict(list)
     for e in examples:
-        if by == "concept":
-            parent[find(("q", question_key(e.question)))] = find(("k", e.knowledge_id))
-        else:
-            find(("q", question_key(e.question)))
-    groups: dict[tuple[str, str], list[TaggingExample]] = defaultdict(list)
-    for e in examples:
-        groups[find(("q", question_key(e.question)))].append(e)
+        groups[question_key(e.question)].append(e)
     return list(groups.values())
+
+
+def _split_by_concept(examples: list[TaggingExample], cfg: SplitConfig) -> Split:
+    """Whole knowledge ids to the evaluation side in seeded order until it holds the share; the
+    generation rows of questions also evaluated are left out (and counted), never chained in."""
+    by_kid: dict[str, list[TaggingExample]] = defaultdict(list)
+    for e in examples:
+        by_kid[e.knowledge_id].append(e)
+    target, taken, in_eval = round(cfg.evaluation_share * len(examples)), 0, set()
+    for kid in sorted(by_kid, key=lambda k: _key(cfg.seed, k)):
+        if taken >= target:
+            break
+        in_eval.add(kid)
+        taken += len(by_kid[kid])
+    evaluation = [e for e in examples if e.knowledge_id in in_eval]
+    held_out = {question_key(e.question) for e in evaluation}
+    rest = [e for e in examples if e.knowledge_id not in in_eval]
+    left_out = [e for e in rest if question_key(e.question) in held_out]
+    bridging = sorted({question_key(e.question) for e in left_out})
+    if left_out:
+        log.warning(
+            "tagging split by concept: %d question(s) are paired with knowledge ids on both sides (e.g. %s); "
+            "their %d generation row(s) are left out so no evaluated question is in the generation split "
+            "(split.json: bridging_questions, ids.left_out)",
+            len(bridging), "; ".join(repr(q[:60]) for q in bridging[:3]), len(left_out),
+        )
+    generation = [e for e in rest if question_key(e.question) not in held_out]
+    return Split(generation, evaluation, cfg, left_out=left_out, bridging_questions=len(bridging))
 
 
 def split_examples(examples: list[TaggingExample], cfg: SplitConfig) -> Split:
     """Split ``examples`` (kept in input order on each side); raises :class:`EmptyEvaluationSplit`."""
     if not examples:
         raise EmptyEvaluationSplit("no tagging rows were read; check tagging.data.path and its filters")
-    groups = _groups(examples, cfg.by)
-    in_eval: set[str] = set()
     if cfg.by == "concept":
-        groups.sort(key=lambda g: _key(cfg.seed, min(e.knowledge_id for e in g)))
-        target, taken = round(cfg.evaluation_share * len(examples)), 0
-        for group in groups:
-            if taken >= target:
-                break
-            in_eval.update(e.id for e in group)
-            taken += len(group)
+        split = _split_by_concept(examples, cfg)
     else:
+        in_eval: set[str] = set()
+        groups = _question_groups(examples)
         # label-major order, rows of one concept together, seeded order inside; a group goes to the
         # evaluation side when that keeps the evaluated count nearest share x rows seen, which
         # spreads each (label, concept) group over both sides (one row per group: every row where
@@ -123,7 +145,7 @@ def split_examples(examples: list[TaggingExample], cfg: SplitConfig) -> Split:
             if taken + len(group) / 2 <= seen * cfg.evaluation_share:
                 in_eval.update(e.id for e in group)
                 taken += len(group)
-    split = Split([e for e in examples if e.id not in in_eval], [e for e in examples if e.id in in_eval], cfg)
+        split = Split([e for e in examples if e.id not in in_eval], [e for e in examples if e.id in in_eval], cfg)
     if not split.evaluation:
         raise EmptyEvaluationSplit(
             f"the evaluation split is empty ({len(examples)} rows, split.by {cfg.by}, "
