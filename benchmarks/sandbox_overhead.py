@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from pipelines.agents.sandbox import SandboxLimits, network_namespace_available, run_python
+from pipelines.agents.sandbox import SandboxLimits, isolation, run_python
 
 PROGRAM = """\
 import math
@@ -49,7 +49,8 @@ async def measure(runs: int, concurrency: int) -> dict:
     assert all(verdicts), verdicts
     return {
         "runs": runs,
-        "network_namespace": network_namespace_available(),
+        "namespaces": " ".join(isolation().namespace_flags),
+        "user": isolation().user,
         "latency_p50_s": round(statistics.median(latencies), 4),
         "latency_p95_s": round(percentile(latencies, 0.95), 4),
         "concurrency": concurrency,

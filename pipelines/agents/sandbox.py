@@ -7,30 +7,39 @@ What each run gets (layers, outermost first):
 
 * its own process, started as ``python -I -S -X utf8`` (isolated: no site-packages, no user site,
   no ``PYTHON*`` variables) with an **empty environment** (no API key can reach it), stdin closed
-  after the source is sent, no inherited file descriptors, a **fresh temporary folder** as cwd that
-  is deleted afterwards;
+  after the source is sent, no inherited file descriptors, a **fresh temporary folder**
+  (``edumas-sandbox-<stage pid>-*``) as cwd that is deleted afterwards, or by the next sandbox start
+  in any process once the stage that made it is dead;
+* when the stage runs as root, uid/gid 65534 where that user can start the interpreter and cannot
+  write its or the project's files (:mod:`pipelines.agents.sandbox_isolation` checks once, and logs
+  why not);
 * a new session / process group, killed as a whole (SIGKILL) when the wall-clock limit passes or
   the output grows beyond ``max_output_bytes`` (reading stops there);
 * when the kernel lets an unprivileged user create namespaces (checked once with
-  ``unshare --user --net true``) the process runs in a **new, empty network namespace** (no
-  interfaces but a down loopback: no network at all). Without it, network access is refused only
-  in-process by the audit hook and the import allow-list (best effort, see below);
-* kernel limits set in the child before the program runs: RLIMIT_CPU (SIGXCPU at the soft limit,
-  SIGKILL one second later), RLIMIT_AS (memory), RLIMIT_FSIZE (largest file = ``max_output_bytes``),
-  RLIMIT_NOFILE 32, RLIMIT_NPROC 0 (the kernel ignores it for root), RLIMIT_CORE 0;
+  ``unshare --user --net --pid true``) the process runs in a **new, empty network namespace** (no
+  interfaces but a down loopback: no network at all) and a **new PID namespace**: the runner forks
+  and the program is PID 1 there, its parent outside is PID 0 to it, no other process has a number
+  it could signal. The runner kills the program when the stage dies. Without namespaces, network
+  access is refused only in-process by the audit hook and the import allow-list (best effort, see
+  below);
+* kernel limits set in the child before the program runs: RLIMIT_CPU (SIGKILL at the limit),
+  RLIMIT_AS (memory), RLIMIT_FSIZE (largest file = ``max_output_bytes``), RLIMIT_NOFILE 32,
+  RLIMIT_NPROC 0 (ignored for root outside a user namespace), RLIMIT_CORE 0;
 * in-process (see :mod:`pipelines.agents.sandbox_runner`): builtins without ``open``/``exec``/
   ``eval``/``compile``/``input``/``breakpoint``, an ``__import__`` that allows only
   ``allowed_imports`` (plus the pure-computation stdlib modules they need), thread creation and the
-  unaudited ``mkfifo``/``mknod`` removed, and an audit hook (irremovable, default-deny) that ends
-  the process on ``os.system``, ``subprocess``, ``os.fork``/``exec``/``posix_spawn``/``kill``,
-  sockets, ctypes, gc/trace introspection, code-object creation, unmarshalling anything but the
-  standard library's own bytecode, reads outside the temporary folder and the standard library,
-  and writes outside the temporary folder (at most 64 file opens for writing inside it).
+  unaudited ``mkfifo``/``mknod`` and process controls (``kill``, pidfds, ids, sessions,
+  namespaces, signals) removed, ``_imp`` kept from rebuilding a module to get them back, and an
+  audit hook (irremovable, default-deny) that ends the process on ``os.system``, ``subprocess``,
+  ``os.fork``/``exec``/``posix_spawn``, sockets, ctypes, gc/trace introspection, code-object
+  creation, unmarshalling anything but the standard library's own bytecode, any relative path
+  (with ``dir_fd`` it may resolve anywhere), reads outside the temporary folder and the standard
+  library, and writes outside the temporary folder (at most 64 file opens for writing inside it).
 
 Guarantee: no network when the namespace is available (else: no socket can be created from
 Python); no file content outside the temporary folder and the standard library can be read; no
-file outside the temporary folder can be written; no process can be started; the environment is
-empty. The in-process layers assume CPython has no memory-corruption bug reachable from pure
+file outside the temporary folder can be written; no process can be started or signalled; the
+environment is empty. The in-process layers assume CPython has no memory-corruption bug reachable from pure
 Python; against a deliberate exploit of one, only the process, kernel limits, empty environment
 and network namespace remain. ``os.stat``/``os.readlink`` are not audited by CPython, so the
 existence and size of outside files can leak. Run the project in a container for hostile workloads.

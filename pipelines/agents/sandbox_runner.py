@@ -6,8 +6,9 @@ Started by :mod:`pipelines.agents.sandbox` as
 program's source on stdin, an empty environment and a fresh temporary folder as cwd. It must stay
 standard-library only and cheap to start (no site, no json, no traceback module).
 
-Order of work: read the source, compile it, lower the resource limits (CPU, address space, file
-size, open files, processes, core dumps), build the builtins the program sees (no ``open``,
+Order of work: fork (this process waits and passes the child's status on, see
+:func:`_run_in_child`); in the child read the source, compile it, lower the resource limits (CPU,
+address space, file size, open files, processes, core dumps), build the builtins the program sees (no ``open``,
 ``exec``, ``eval``, ``compile``, ``input``, ``breakpoint``; ``__import__`` replaced by an
 allow-list guard), install an audit hook (it can never be removed) and run the program as
 ``__main__``.
@@ -17,7 +18,8 @@ fence, because module attributes (``random._os``), ``__subclasses__`` and ``__gl
 the real objects. The hook is default-deny: a known set of harmless events passes; imports pass
 only for allowed modules and the standard-library internals they load lazily (others look like a
 missing module); files may be read only under the temporary folder and the standard library,
-written only under the temporary folder (at most ``MAX_WRITE_OPENS`` times); every other event
+written only under the temporary folder (at most ``MAX_WRITE_OPENS`` times), always by absolute
+path (the events do not carry ``dir_fd``, so a relative path may resolve anywhere); every other event
 (``os.system``, ``subprocess.Popen``, ``os.fork``, ``os.exec``, ``socket.*``, ``ctypes.*``,
 ``gc.get_referrers``, ``sys.settrace``, ``code.__new__``, ...) ends the process at once with
 ``EXIT_FORBIDDEN_OPERATION``. The hook keeps everything it uses in default arguments bound at
