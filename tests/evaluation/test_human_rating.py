@@ -9,7 +9,7 @@ import pytest
 from pipelines.evaluation.hts.judging import DIMENSIONS, HTSItem
 from pipelines.evaluation.hts.scoring import hts_scores
 from pipelines.evaluation.human.form import render_form, write_form, write_rating_pack
-from pipelines.evaluation.human.sheets import SHEET_COLUMNS, read_csv, read_ratings, write_sheets
+from pipelines.evaluation.human.sheets import SHEET_COLUMNS, TIE_NOTE, read_csv, read_ratings, write_sheets
 from tests.evaluation.browser import wait_for_file
 
 STUDENT = {"grade": "grade 5", "traits": ["shy", "playful"], "interest": "animals",
@@ -178,3 +178,27 @@ def test_no_browser_means_a_skip_that_says_why(monkeypatch, tmp_path):
     monkeypatch.setattr(helper, "_install_chromium", lambda: "apt-get is not available")
     with pytest.raises(pytest.skip.Exception, match="none could be installed: apt-get is not available"):
         helper.start_browser(tmp_path)
+
+
+def test_ties_are_marked_and_filled_equal(tmp_path, browser):
+    """Two replies that are the same text (punctuation and case aside) are not put to a rater: the
+    sheet says so and holds "equal", the form shows the note with Equal chosen, and the import scores
+    it as equal."""
+    from selenium.webdriver.common.by import By
+
+    items = [ITEMS[0], HTSItem("same", "Topic", "Answer", "The same reply.", "the same reply", student=STUDENT)]
+    sheets = write_sheets(tmp_path, items, ["Ann"], dimensions=["teaching"], seed=0)
+    rows = {r["reply_a"].casefold().strip("."): r for r in sheets["Ann"]}
+    tie, other = rows["the same reply"], rows[next(k for k in rows if k != "the same reply")]
+    assert (tie["tie"], tie["choice"]) == (TIE_NOTE, "equal") and (other["tie"], other["choice"]) == ("", "")
+    assert [r["tie"] for r in read_csv(tmp_path / "sheet_Ann.csv")].count(TIE_NOTE) == 1
+    judged, _ = read_ratings([tmp_path / "sheet_Ann.csv"], tmp_path / "key.csv")
+    assert [j.outcome for j in judged[""] if j.item_id == "same"] == ["equal"]
+
+    driver, _ = browser
+    write_form(tmp_path / "form.html", sheets, title="Ties")
+    driver.get((tmp_path / "form.html").as_uri())
+    marked = driver.find_element(By.CSS_SELECTOR, ".item.tie")
+    assert "same text: marked Equal" in marked.text
+    assert marked.find_element(By.CSS_SELECTOR, 'input[value="equal"]').is_selected()
+    assert driver.find_element(By.ID, "status").text.startswith("1 / 2")

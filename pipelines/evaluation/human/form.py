@@ -39,6 +39,7 @@ TEXT = {
         "comment": "Comment (optional)",
         "save": "Save answers (CSV)",
         "answered": "answered",
+        "tie": "The two replies are the same text: marked Equal, nothing to rate.",
     },
     "zh": {
         "who": "你的名字",
@@ -57,6 +58,7 @@ TEXT = {
         "comment": "备注（可选）",
         "save": "保存答案（CSV）",
         "answered": "已作答",
+        "tie": "两条回复文字相同：已标为相同，无需评分。",
     },
 }
 
@@ -70,6 +72,7 @@ body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:72rem;padding
 textarea{width:100%;min-height:2.2rem}
 #bar{position:sticky;top:0;background:#fff;padding:.5rem 0;border-bottom:1px solid #ddd}
 details{margin:.8rem 0}
+.tie{color:#555;font-style:italic}
 """
 
 SCRIPT = """
@@ -170,19 +173,22 @@ def _criteria_html(language: str, dimensions: Sequence[str]) -> str:
 
 def _row_html(row: Mapping[str, Any], text: Mapping[str, str], labels: Mapping[str, str], name: str) -> str:
     e = html.escape
+    tie = bool(row.get("tie"))
     radios = "".join(
-        f'<label><input type="radio" name="{e(name)}" value="{value}"> {e(text[label])}</label>'
+        f'<label><input type="radio" name="{e(name)}" value="{value}"{" checked" if tie and value == "equal" else ""}>'
+        f" {e(text[label])}</label>"
         for value, label in (("A", "a"), ("equal", "equal"), ("B", "b"))
     )
+    tie_note = f'<p class="tie">{e(text["tie"])}</p>' if tie else ""
     return (
-        f'<div class="item" data-row="{e(str(row["row"]))}" data-key="{e(row["item_key"])}" '
+        f'<div class="item{" tie" if tie else ""}" data-row="{e(str(row["row"]))}" data-key="{e(row["item_key"])}" '
         f'data-dimension="{e(row["dimension"])}">'
         f'<p>#{e(str(row["row"]))} · {e(text["dimension"])}: <span class="dim">{e(labels[row["dimension"]])}</span></p>'
         f"<p><b>{e(text['topic'])}:</b> {e(row['topic'])}</p>"
         + (f"<p><b>{e(text['student'])}:</b> {e(row['student'])}</p>" if row.get("student") else "")
         + f"<p><b>{e(text['answer'])}:</b> {e(row['student_answer'])}</p>"
         f'<div class="replies"><div><b>A</b><div class="reply">{e(row["reply_a"])}</div></div>'
-        f'<div><b>B</b><div class="reply">{e(row["reply_b"])}</div></div></div>'
+        f'<div><b>B</b><div class="reply">{e(row["reply_b"])}</div></div></div>{tie_note}'
         f'<p class="choices">{radios}</p>'
         f'<textarea placeholder="{e(text["comment"])}"></textarea></div>'
     )

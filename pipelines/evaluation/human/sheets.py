@@ -4,8 +4,10 @@ filled sheets into the same judgments the LLM judges produce (so the same scorin
 Files written by :func:`write_sheets` into one folder:
 
 - ``sheet_<rater>.csv`` per rater: ``rater, row, item_key, dimension, topic, student,
-  student_answer, reply_a, reply_b, choice, comment`` with ``choice`` empty (to fill with ``A``,
-  ``B`` or ``equal``). Nothing in a sheet says which reply is which system's: the item is named by an
+  student_answer, reply_a, reply_b, tie, choice, comment`` with ``choice`` empty (to fill with ``A``,
+  ``B`` or ``equal``); a row whose two replies are the same text (a tie, as the LLM judges'
+  :func:`~pipelines.evaluation.hts.judging.is_tie`) says so in ``tie`` and comes filled ``equal``.
+  Nothing in a sheet says which reply is which system's: the item is named by an
   opaque ``item_key`` (one per comparison and prompt), and positions are balanced per rater,
   comparison and dimension (half the items with the system's reply first, in the rater's own
   seeded order, as the LLM judges get them).
@@ -31,7 +33,15 @@ from typing import Any
 
 from pipelines.agents import ParseError
 from pipelines.evaluation.hts.agents.pairwise_judge import normalise_choice
-from pipelines.evaluation.hts.judging import DIMENSIONS, HTSItem, Judgment, arranged, balanced_positions, outcome_of
+from pipelines.evaluation.hts.judging import (
+    DIMENSIONS,
+    HTSItem,
+    Judgment,
+    arranged,
+    balanced_positions,
+    is_tie,
+    outcome_of,
+)
 from pipelines.io import atomic_open
 
 SHEET_COLUMNS = (
@@ -44,11 +54,13 @@ SHEET_COLUMNS = (
     "student_answer",
     "reply_a",
     "reply_b",
+    "tie",
     "choice",
     "comment",
 )
 KEY_COLUMNS = ("rater", "item_key", "dimension", "comparison", "item_id", "system_position")
 HUMAN_SALT = "human"
+TIE_NOTE = "identical replies: filled in as equal, nothing to rate"
 STUDENT_TEXT = {
     "en": "{grade}, {traits}, likes {interest}, {reading_level}",
     "zh": "{grade}学生，{traits}，喜欢{interest}，{reading_level}",
@@ -95,7 +107,8 @@ def sheet_rows(
     seed: int = 0,
     sample: int | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """``(rows, key rows)`` of one rater's blind sheet (``choice`` and ``comment`` empty)."""
+    """``(rows, key rows)`` of one rater's blind sheet (``choice`` and ``comment`` empty; ``equal``
+    for a tie)."""
     rows: list[dict[str, Any]] = []
     key: list[dict[str, str]] = []
     for dimension in dimensions:
@@ -110,6 +123,7 @@ def sheet_rows(
         for comparison, item, position in chosen:
             reply_a, reply_b = arranged(item, position)
             ident = item_key(comparison, item.id, seed)
+            tie = is_tie(item)
             rows.append(
                 {
                     "rater": rater,
@@ -121,7 +135,8 @@ def sheet_rows(
                     "student_answer": item.student_answer,
                     "reply_a": reply_a,
                     "reply_b": reply_b,
-                    "choice": "",
+                    "tie": TIE_NOTE if tie else "",
+                    "choice": "equal" if tie else "",
                     "comment": "",
                 }
             )
