@@ -23,6 +23,7 @@ from pipelines.evaluation.report.plot_data import plot_rows, write_plot_data
 from pipelines.evaluation.report.stamp import report_stamp
 from pipelines.evaluation.report.summary import build_sections, write_summary
 from pipelines.evaluation.traces.browser import read_records, write_trace_browser
+from pipelines.evaluation.traces.evaluate import evaluate_teams
 from pipelines.evaluation.traces.story import esc
 from pipelines.io import atomic_open
 from pipelines.tagging.data import TaggingDataConfig, read_examples
@@ -166,18 +167,19 @@ def write_traces(cfg: ReportConfig, params: Mapping[str, Any] | None = None, *, 
     returns per-team stats and the missing files. The tagging records get their pair's question
     and definition from the tagging data of ``params``."""
     root = Path(root)
-    found = {team: root / path for team, path in cfg.traces.items() if (root / path).exists()}
+    found: dict[str, Any] = {team: root / path for team, path in cfg.traces.items() if (root / path).exists()}
     missing = [path for team, path in cfg.traces.items() if team not in found]
     target = root / cfg.outputs.traces_html
+    present = {team: root / path for team, path in cfg.records.items() if team in found and (root / path).exists()}
+    records: dict[str, Any] = {team: read_records(path) for team, path in present.items()}
+    if "tagging" in records and params is not None:
+        texts = tagging_texts(params, root)
+        records["tagging"] = {i: {**texts.get(i, {}), **row} for i, row in records["tagging"].items()}
+    if cfg.evaluate_traces is not None:  # the evaluate stage's teams after the generation teams
+        evaluated, evaluated_records = evaluate_teams(root / cfg.evaluate_traces)
+        found.update(evaluated)
+        records.update(evaluated_records)
     if found:
-        records: dict[str, Any] = {
-            team: read_records(root / path)
-            for team, path in cfg.records.items()
-            if team in found and (root / path).exists()
-        }
-        if "tagging" in records and params is not None:
-            texts = tagging_texts(params, root)
-            records["tagging"] = {i: {**texts.get(i, {}), **row} for i, row in records["tagging"].items()}
         stats = write_trace_browser(
             target, found, limit=cfg.trace_limit, seed=cfg.trace_seed, title=f"{cfg.title}: traces", records=records
         )

@@ -48,6 +48,11 @@ class ReportConfig(StrictModel):
         default_factory=lambda: _team_files("predictions.jsonl"),
         description="team -> predictions.jsonl whose rows (by id) head each story: KGC's gold, tagging's label",
     )
+    evaluate_traces: str | None = Field(
+        "data/evaluate",
+        description="evaluate's traces_dir: its comparisons (both replies, judge prompts, verdicts, ties) and "
+        "the tagging / KGC arms' traces join the browser when present; null = left out",
+    )
     trace_limit: int | None = Field(200, ge=1, description="samples per team in traces.html (seeded); null = all")
     trace_seed: int = 0
     generators: list[str] = Field(

@@ -1,6 +1,7 @@
 """One sample's whole story from its trace rows, as HTML: the team's view first
 (:mod:`pipelines.evaluation.traces.views`: tagging's label and verdicts, KGC's gold and rounds,
-RAM2C's final pair, group replies and votes), then every step in order.
+RAM2C's final pair, group replies and votes, an evaluate comparison's replies and verdicts), then
+every step in order.
 
 Rows have the shared trace shape (:meth:`pipelines.agents.AgentRecord.to_trace`: ``sample_id,
 agent, role, prompt, reply, parsed, ok, error, usage, cached, calls``; non-LLM steps carry
@@ -19,7 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipelines.evaluation.traces.views import esc, kgc_gold_html, pre, ram2c_html, rounds_html, tagging_html
+from pipelines.evaluation.traces.views import (
+    esc,
+    evaluate_html,
+    kgc_gold_html,
+    pre,
+    ram2c_html,
+    rounds_html,
+    tagging_html,
+)
 
 OUTCOMES = ("correct", "wrong", "kept", "dropped", "failed", "unscored")
 SHOWN_KEYS = {
@@ -122,5 +131,6 @@ def story_html(rows: Sequence[Mapping[str, Any]], record: Mapping[str, Any] | No
     """The team's view (what a person needs first), then every step in order. ``record``: the
     sample's row of the team's ``predictions.jsonl`` (KGC's gold, tagging's label), when known."""
     views = tagging_html(rows, record) + kgc_gold_html(record) + rounds_html(rows) + ram2c_html(rows, record)
+    views += evaluate_html(record)
     steps = "".join(_row_html(i + 1, row) for i, row in enumerate(rows))
     return f"{views}<h3>Steps in order</h3>{steps}"

@@ -250,3 +250,28 @@ def ram2c_html(rows: Sequence[Mapping[str, Any]], record: Mapping[str, Any] | No
             if table:
                 parts.append(f"<h4>Turn {turn}, group {esc(group)}: documents and votes</h4>{table}")
     return "".join(parts)
+
+
+def evaluate_html(record: Mapping[str, Any] | None) -> str:
+    """An evaluate comparison's item (:mod:`pipelines.evaluation.traces.evaluate`): the prompt, both
+    replies side by side, then every judgment (judge, dimension, where the system's reply stood, the
+    choice and what it means for the system; a tie says it had no judge call)."""
+    if not record or "replies" not in record:
+        return ""
+    prompt = record.get("prompt") or {}
+    head = "".join(f"<p><b>{name}</b>: {esc(prompt[key])}</p>" for key, name in (("topic", "Topic"),
+                   ("answer", "Student's answer")) if prompt.get(key))  # fmt: skip
+    replies = "".join(
+        f"<div class='group'><h4>{esc(name)}</h4>{pre(text if text is not None else 'no reply')}</div>"
+        for name, text in record["replies"].items()
+    )
+    body = "".join(
+        f"<tr><td>{esc(j.get('judge'))}</td><td>{esc(j.get('dimension'))}</td><td>{esc(j.get('system_position'))}</td>"
+        f"<td>{esc(j.get('choice') or 'no verdict')}</td><td>{esc(j.get('outcome') or '-')}</td>"
+        f"<td>{'tie: no judge call' if j.get('tie') else esc(j.get('error') or '')}</td></tr>"
+        for j in record.get("judgments") or []
+    )
+    table = ('<table class="verdicts"><tr><th>judge</th><th>dimension</th><th>system at</th><th>choice</th>'
+             f"<th>for the system</th><th></th></tr>{body}</table>")  # fmt: skip
+    return (f'<section class="first"><h3>{esc(record.get("comparison", ""))}: both replies and the verdicts</h3>'
+            f"{head}<div class='groups'>{replies}</div>{table}</section>")  # fmt: skip
