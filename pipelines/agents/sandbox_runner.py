@@ -107,6 +107,17 @@ def _within(path, roots, _type=type, _str=str, _bytes=bytes, _decode=bytes.decod
     return False
 
 
+def _blocked(what, reason, _write=posix.write, _encode=str.encode, _exit=posix._exit, _code=EXIT_FORBIDDEN_OPERATION):
+    """Say on stderr what was blocked and end the process at once."""
+    _write(2, _encode("\nsandbox: blocked " + what + ": " + reason + "\n", "utf-8", "replace"))
+    _exit(_code)
+
+
+def _importable(name, allowed_tops, _lazy=LAZY_INTERNALS, _partition=str.partition, _startswith=str.startswith):
+    """Whether the exact str ``name`` is an allowed module or an internal the allowed ones load."""
+    return _partition(name, ".")[0] in allowed_tops or name in _lazy or _startswith(name, "encodings.")
+
+
 def _make_hook(tmp, stdlib, allowed_tops):
     """The audit hook; all state lives in default arguments so the program cannot rebind it."""
 
@@ -114,7 +125,6 @@ def _make_hook(tmp, stdlib, allowed_tops):
         event,
         args,
         _harmless=HARMLESS_EVENTS,
-        _lazy=LAZY_INTERNALS,
         _allowed=allowed_tops,
         _protected=PROTECTED_FUNCTION_ATTRIBUTES,
         _secret=SECRET_FUNCTION_ATTRIBUTES,
@@ -129,12 +139,9 @@ def _make_hook(tmp, stdlib, allowed_tops):
         _type=type,
         _str=str,
         _int=int,
-        _partition=str.partition,
-        _encode=str.encode,
-        _write=posix.write,
-        _exit=posix._exit,
+        _importable=_importable,
+        _blocked=_blocked,
         _forbidden=ForbiddenImport,
-        _exit_code=EXIT_FORBIDDEN_OPERATION,
     ):
         if event in _harmless:
             return
@@ -142,7 +149,7 @@ def _make_hook(tmp, stdlib, allowed_tops):
             name, filename = args[0], args[1]
             if _type(name) is not _str or (filename is not None and not _within(filename, _stdlib)):
                 reason = "import of a module from outside the standard library"
-            elif _partition(name, ".")[0] in _allowed or name in _lazy or name.startswith("encodings."):
+            elif _importable(name, _allowed):
                 return
             else:
                 raise _forbidden("No module named " + repr(name) + " (not allowed in the sandbox)")
@@ -186,8 +193,7 @@ def _make_hook(tmp, stdlib, allowed_tops):
             reason = "changing a function's code or defaults"
         else:
             reason = "operation not allowed"
-        _write(2, _encode("\nsandbox: blocked " + event + ": " + reason + "\n", "utf-8", "replace"))
-        _exit(_exit_code)
+        _blocked(event, reason)
 
     return hook
 
@@ -270,27 +276,20 @@ def _make_rebuild_guard(real, allowed_tops):
         *args,
         _real=real,
         _allowed=allowed_tops,
-        _lazy=LAZY_INTERNALS,
         _modules=sys.modules,
         _spec=_Spec,
         _getattr=getattr,
         _type=type,
         _str=str,
-        _partition=str.partition,
-        _encode=str.encode,
-        _write=posix.write,
-        _exit=posix._exit,
-        _exit_code=EXIT_FORBIDDEN_OPERATION,
+        _importable=_importable,
+        _blocked=_blocked,
     ):
         name = _getattr(spec, "name", None)
-        if (
-            _type(name) is _str
-            and name not in _modules
-            and (_partition(name, ".")[0] in _allowed or name in _lazy or name.startswith("encodings."))
-        ):
-            return _real(_spec(name, _getattr(spec, "origin", None)), *args)
-        _write(2, _encode("\nsandbox: blocked rebuilding module " + repr(name) + "\n", "utf-8", "replace"))
-        _exit(_exit_code)
+        if _type(name) is not _str:
+            _blocked("_imp", "a module spec without a str name")
+        if name in _modules or not _importable(name, _allowed):
+            _blocked("_imp", "rebuilding or loading module " + name)
+        return _real(_spec(name, _getattr(spec, "origin", None)), *args)
 
     return guarded
 
