@@ -18,15 +18,25 @@ counted as a cache hit, instead of being sent twice); on a miss it takes one
 slot of the run's limit (:mod:`pipelines.agents.limits`) around the backend call only, and while
 calls are in flight the young generation of the garbage collector is collected less often
 (:class:`_YoungGenerationWhileBusy`).
+
+Re-asks that cannot help are skipped (:class:`ReaskWatch`): once a backend has answered
+``ReaskWatch.after`` re-asks (``attempt > 0``) of a request with byte-identical text and never with
+other text (a greedy-only server), a later re-ask returns the earlier reply without a call, counted
+in ``skipped`` and warned about once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import inspect
+import logging
 import time
+from collections import OrderedDict
 from typing import Any
+
+import orjson
 
 from pipelines.llm.accounting import Accounting
 from pipelines.llm.cache import RequestCache, request_key
@@ -36,6 +46,56 @@ from pipelines.llm.types import Backend, ChatResult, LLMError, Message, Sampling
 from pipelines.llm.waves import parked
 
 _limits: Any = None
+log = logging.getLogger(__name__)
+
+
+class ReaskWatch:
+    """Notices a backend whose re-asks return the very text of the call before (see the module
+    docstring); keeps the last reply of up to ``size`` requests (by backend, messages, sample, tag)."""
+
+    after = 3
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self.last: OrderedDict[str, ChatResult] = OrderedDict()
+        self.same: dict[str, int] = {}
+        self.different: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+
+    @staticmethod
+    def key(identity: str, messages: list[Message], sample_index: int, tag: str) -> str:
+        return hashlib.blake2b(orjson.dumps([identity, messages, sample_index, tag]), digest_size=16).hexdigest()
+
+    def useless(self, identity: str) -> bool:
+        return self.same.get(identity, 0) >= self.after and not self.different.get(identity, 0)
+
+    def skip(self, identity: str, key: str, attempt: int) -> ChatResult | None:
+        """The earlier reply when this re-ask cannot help, else None."""
+        earlier = self.last.get(key) if attempt > 0 and self.useless(identity) else None
+        if earlier is None:
+            return None
+        self.skipped[identity] = self.skipped.get(identity, 0) + 1
+        if self.skipped[identity] == 1:
+            log.warning(
+                "%s returned byte-identical text for %d re-asks of the same request: it does not sample; re-asks "
+                "are skipped from now on (the earlier reply is parsed again); a server that samples, or "
+                "output_mode/structured_output that parse, fix the cause",
+                identity,
+                self.same[identity],
+            )
+        copy = ChatResult.from_dict(earlier.to_dict())
+        copy.cached, copy.latency_s = True, 0.0
+        return copy
+
+    def note(self, identity: str, key: str, attempt: int, result: ChatResult) -> None:
+        earlier = self.last.get(key)
+        if attempt > 0 and earlier is not None:
+            counts = self.same if earlier.text == result.text else self.different
+            counts[identity] = counts.get(identity, 0) + 1
+        self.last[key] = result
+        self.last.move_to_end(key)
+        while len(self.last) > self.size:
+            self.last.popitem(last=False)
 
 
 def _current_slot() -> tuple[Any, int]:
@@ -108,8 +168,10 @@ class LLM:
         cache: RequestCache | None = None,
         accounting: Accounting | None = None,
         default_params: SamplingParams | None = None,
+        reasks: ReaskWatch | None = None,
     ):
         self.backend = backend
+        self.reasks = reasks if reasks is not None else ReaskWatch()
         self.role = role
         self.cache = cache
         self.accounting = accounting if accounting is not None else Accounting()
@@ -135,11 +197,18 @@ class LLM:
         temperature > 0); all three are part of the cache key. Empty and content-filtered replies
         are returned but not cached. Raises :class:`LLMError` when the backend fails.
         """
+        identity = self.backend.identity
+        watch = self.reasks.key(identity, messages, sample_index, tag)
+        skipped = self.reasks.skip(identity, watch, attempt)
+        if skipped is not None:
+            return skipped
         _busy.enter()
         try:
-            return await self._chat(messages, params or self.default_params, sample_index, attempt, tag)
+            result = await self._chat(messages, params or self.default_params, sample_index, attempt, tag)
         finally:
             _busy.leave()
+        self.reasks.note(identity, watch, attempt, result)
+        return result
 
     async def _chat(
         self, messages: list[Message], params: SamplingParams, sample_index: int, attempt: int, tag: str
@@ -274,6 +343,7 @@ class LLMRuntime:
         self.config = config
         self.cache = RequestCache(config.cache) if config.cache else None
         self.accounting = Accounting()
+        self.reasks = ReaskWatch()
         self._backends: dict[str, Backend] = dict(backends or {})
 
     def spec_for(self, role: str) -> Any:
@@ -297,6 +367,7 @@ class LLMRuntime:
             cache=self.cache,
             accounting=self.accounting,
             default_params=params or self.config.sampling_for(role),
+            reasks=self.reasks,
         )
 
     async def preflight(self, *, schema: bool = True) -> None:

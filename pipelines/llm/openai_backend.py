@@ -134,6 +134,7 @@ class OpenAIBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard: AsyncGenerator[None, None] | None = None
         self.retries = 0  # attempts beyond the first, over the backend's life
+        self.identical_choices = 0  # sampled replies with n > 1 whose choices were all one text
         self.batch = None
         if spec.mode == "batch":
             from pipelines.llm.batch_journal import journal_path
@@ -249,7 +250,23 @@ class OpenAIBackend:
             result.usage.prompt_tokens += more.usage.prompt_tokens
             result.usage.completion_tokens += more.usage.completion_tokens
         result.choices = result.choices[: params.n]
+        if params.n > 1 and len({c.text for c in result.choices}) == 1:
+            self._note_copies(params)
         return result
+
+    def _note_copies(self, params: SamplingParams) -> None:
+        """``n`` sampled choices that are all the same text: counted, and warned about once."""
+        self.identical_choices += 1
+        if ("copies", self.spec.model) in _warned:
+            return
+        _warned.add(("copies", self.spec.model))
+        log.warning(
+            "%s returned %d identical choices at temperature %g: the server does not sample (n > 1 gains nothing; "
+            "counted in identical_choices)",
+            self.spec.model,
+            params.n,
+            params.temperature,
+        )
 
     async def _chat_once(self, messages: list[Message], params: SamplingParams) -> ChatResult:
         """One request with its retries (see :meth:`chat`)."""

@@ -173,3 +173,55 @@ def test_the_loopback_answers_schemas_with_their_smallest_instance():
         "$defs": {"A": {"enum": ["x", "y"]}},
     }
     assert smallest_instance(schema, schema) == {"a": "x", "b": [0, 0]}
+
+
+class Greedy:
+    """A server that answers every request with the same text, whatever the temperature."""
+
+    identity = "greedy-server"
+
+    def __init__(self):
+        self.calls = 0
+
+    async def chat(self, messages, params):
+        from pipelines.llm.types import ChatResult, Choice, Usage
+
+        self.calls += 1
+        return ChatResult([Choice("not json at all")], Usage(5, 3))
+
+    async def close(self):
+        pass
+
+
+def test_re_asks_a_greedy_server_answers_byte_identically_are_skipped_and_counted(caplog):
+    """Issue 37.6: 17 of 17 re-asks of unparseable replies came back byte-identical, each a call."""
+    from pipelines.llm.client import LLM
+
+    backend_ = Greedy()
+    llm = LLM(backend_, role="r")
+
+    async def main():
+        for i in range(6):
+            messages = [{"role": "user", "content": f"question {i}"}]
+            first = await llm.chat(messages, attempt=0)
+            again = await llm.chat(messages, SamplingParams(temperature=0.7), attempt=1)
+            assert again.text == first.text
+
+    with caplog.at_level(logging.WARNING, logger="pipelines.llm.client"):
+        asyncio.run(main())
+    assert backend_.calls == 6 + 3  # three re-asks sent, found identical; the other three skipped
+    assert llm.reasks.skipped == {"greedy-server": 3} and "re-asks are skipped" in caplog.text
+
+
+def test_n_copies_from_a_server_that_does_not_sample_are_noticed(caplog):
+    async def main():
+        async with LoopbackServer() as srv:
+            b = backend([srv.url])
+            result = await b.chat(HELLO, SamplingParams(temperature=0.8, n=3))
+            await b.close()
+            return result, b.identical_choices
+
+    with caplog.at_level(logging.WARNING, logger="pipelines.llm.openai_backend"):
+        result, copies = asyncio.run(main())
+    assert [c.text for c in result.choices] == ["echo: hello"] * 3
+    assert copies == 1 and "3 identical choices at temperature 0.8" in caplog.text
