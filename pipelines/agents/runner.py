@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from pipelines.agents.agent import AgentRecord, to_jsonable
 from pipelines.agents.limits import CallLimiter, install
+from pipelines.agents.trace_order import order_key, ordered_tasks, sort_rows
 from pipelines.io import write_jsonl_atomic
 
 log = logging.getLogger(__name__)
@@ -40,17 +41,28 @@ R = TypeVar("R")
 
 
 class SampleTrace:
-    """Trace rows of one sample, in the order its steps finished; ``extra`` is added to every row
-    (the harness adds ``system``)."""
+    """Trace rows of one sample; ``extra`` is added to every row (the harness adds ``system``).
+    ``rows`` are in program order, not the order concurrent steps finished, when the run is inside
+    :func:`pipelines.agents.trace_order.ordered_tasks` (the harness's is): identical runs write
+    identical traces."""
 
     def __init__(self, sample_id: str, **extra: Any):
         self.sample_id = sample_id
         self.extra = extra
-        self.rows: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []
+        self._keys: list[tuple[int, ...]] = []
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return sort_rows(self._rows, self._keys)
+
+    def _append(self, row: dict[str, Any]) -> None:
+        self._keys.append(order_key())
+        self._rows.append(row)
 
     def add(self, record: AgentRecord, **extra: Any) -> None:
         """Append an LLM step: an agent's record as a trace row, with extra fields (e.g. ``sandbox``)."""
-        self.rows.append({**record.to_trace(self.sample_id, **extra), **self.extra})
+        self._append({**record.to_trace(self.sample_id, **extra), **self.extra})
 
     def add_result(
         self,
@@ -86,10 +98,10 @@ class SampleTrace:
         if latency_s:
             row["latency_s"] = round(latency_s, 6)
         row.update({k: to_jsonable(v) for k, v in extra.items()})
-        self.rows.append({**row, **self.extra})
+        self._append({**row, **self.extra})
 
     def add_row(self, row: dict[str, Any]) -> None:
-        self.rows.append({"sample_id": self.sample_id, **row, **self.extra})
+        self._append({"sample_id": self.sample_id, **row, **self.extra})
 
 
 @dataclass
@@ -221,13 +233,14 @@ class Runner:
 
         tasks: set[asyncio.Task] = set()
         try:
-            for index, item in enumerate(items):
-                await admission.acquire()
-                task = asyncio.create_task(one(index, item))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            while tasks:
-                await asyncio.gather(*list(tasks))
+            with ordered_tasks():  # trace rows in program order, not completion order (trace_order)
+                for index, item in enumerate(items):
+                    await admission.acquire()
+                    task = asyncio.create_task(one(index, item))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                while tasks:
+                    await asyncio.gather(*list(tasks))
         finally:
             for task in list(tasks):
                 task.cancel()
