@@ -8,6 +8,7 @@ Every hostile program ends with ``print(True)``: a guard that failed silently wo
 import os
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import uuid
@@ -69,6 +70,20 @@ def test_dir_fd_writes_into_a_readable_folder_are_refused(name):
         os.chmod(STDLIB / "os.py", mode)
 
 
+def test_the_venv_site_packages_cannot_even_be_opened():
+    site = Path(sysconfig.get_path("purelib"))
+    planted = f"edumas_probe_{uuid.uuid4().hex}.pth"
+    try:
+        result = run(
+            f"import random\nos = random._os\nfd = os.open({str(site)!r}, os.O_RDONLY)\n"
+            f"os.write(os.open({planted!r}, os.O_CREAT | os.O_WRONLY, dir_fd=fd), b'import x')"
+        )
+        assert "blocked open" in result.stderr
+        assert not (site / planted).exists()
+    finally:
+        (site / planted).unlink(missing_ok=True)
+
+
 def test_absolute_writes_inside_the_folder_still_work():
     result = run_python_sync(
         "import random\nos = random._os\nb = random.__builtins__\np = os.getcwd() + '/note.txt'\n"
@@ -106,6 +121,9 @@ SIGNALS = {
     "wrapper's original via __defaults__": "import random\nsys = random._os.sys\n"
     "f = sys.modules['_imp'].create_builtin\np = f.__defaults__[0](sys.modules['posix'].__spec__)\n"
     "p.kill({pid}, 9)",
+    "os.kill PID 1": "import random\nrandom._os.kill(1, 9)",
+    "prlimit victim": "import random\nr = random._os.sys.modules['resource']\nr.prlimit({pid}, r.RLIMIT_CPU, (0, 0))",
+    "sched_setaffinity victim": "import random\nrandom._os.sched_setaffinity({pid}, {{0}})",
     "setuid/setsid": "import random\nrandom._os.setsid()\nrandom._os.setuid(0)",
 }
 
