@@ -59,6 +59,17 @@ def render_data_card(card: dict[str, Any]) -> str:
             f"| {kind} | {count['train']} | {count['eval']} | {json.dumps(count['by_source'], ensure_ascii=False)} | "
             f"{json.dumps(count['removed'])} | `{hashes['train'][:16]}…` | `{hashes['eval'][:16]}…` |"
         )
+    if contamination := card.get("contamination"):
+        lines += [
+            "",
+            "## Decontamination",
+            "",
+            f"Evaluation items checked: {json.dumps(contamination['items_checked'], ensure_ascii=False)} "
+            f"(too short to check: {json.dumps(contamination['items_too_short'], ensure_ascii=False)}). "
+            f"{contamination['matches']} match(es) in {contamination['rows']} row(s), action "
+            f"`{contamination['action']}`; every match is a line of `contamination.jsonl`. Each dataset folder's "
+            "`README.md` is its Hugging Face dataset card (token counts, languages, diversity, removed rows).",
+        ]
     return "\n".join(lines) + "\n"
 
 

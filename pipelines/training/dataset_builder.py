@@ -327,6 +327,7 @@ def build_datasets(
         "inputs": card_inputs,
         "counts": counts,
         "sha256": hashes,
+        "contamination": filters.summary(),
     }
     write_json_atomic(Path(cfg.output_dir) / "data_card.json", card)
     with atomic_open(Path(cfg.output_dir) / "DATA_CARD.md") as handle:
@@ -334,4 +335,4 @@ def build_datasets(
     write_jsonl_atomic(Path(cfg.reports_dir) / "rejected.jsonl", rejected + filters.rejected)
     write_jsonl_atomic(Path(cfg.contamination.output or Path(cfg.output_dir) / "contamination.jsonl"), filters.matches)
     return {"counts": counts, "inputs_missing": [i.path for i in missing], "sha256": hashes,
-            "contamination": filters.summary()}  # fmt: skip
+            "contamination": card["contamination"]}  # fmt: skip

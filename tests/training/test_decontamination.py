@@ -211,6 +211,7 @@ def test_make_datasets_drops_contaminated_rows_and_writes_card(tmp_path, qwen_to
     assert [(m["row_id"], m["item_set"]) for m in read_jsonl(tmp_path / "train" / "contamination.jsonl")] == [
         ("tagging-9", "extra.jsonl")
     ]
+    assert "1 match(es) in 1 row(s), action `drop`" in (tmp_path / "train" / "DATA_CARD.md").read_text()
     card = (tmp_path / "train" / "sft" / "README.md").read_text()
     assert "| contaminated | 1 | `tagging-9: prompt holds extra.jsonl item 1 (100%)` |" in card
     assert "task_categories:\n- text-generation" in card and "language:\n- en" in card
