@@ -46,8 +46,9 @@ def _run(root, monkeypatch) -> dict:
 def test_report_of_the_recorded_smoke_run(tmp_path, monkeypatch, caplog):
     params = _project(tmp_path)
     found = _run(tmp_path, monkeypatch)
-    assert found["offline_default"] is True and len(found["inputs"]) == 10
-    assert [k for k, v in found["inputs"].items() if not v] == ["ablations"]  # the project's file: no experiment
+    assert found["offline_default"] is True and len(found["inputs"]) == 12
+    not_found = [k for k, v in found["inputs"].items() if not v]  # not recorded; the project's file: no experiment
+    assert not_found == ["make_datasets", "build_kb", "ablations"]
     assert found["params_digest"] == params_digest(params)
     md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
@@ -180,7 +181,7 @@ def test_dvc_stage_reads_what_params_name():
     cfg = ReportConfig.model_validate(params["report"])
     assert cfg == ReportConfig()  # params.yaml spells out the defaults
     inputs = [cfg.inputs.tagging, cfg.inputs.kgc, cfg.inputs.kgc_rounds, cfg.inputs.ram2c, cfg.inputs.evaluate,
-              cfg.inputs.ablations]  # fmt: skip
+              cfg.inputs.make_datasets, cfg.inputs.build_kb, cfg.inputs.ablations]  # fmt: skip
     inputs += [f"{folder}/{name}" for folder in cfg.inputs.train.values() for name in ("metrics.json", "loss.csv")]
     read = [*inputs, *cfg.traces.values(), *cfg.records.values()]
     covered = [path for path in read if any(path == dep or path.startswith(f"{dep}/") for dep in report["deps"])]

@@ -20,6 +20,7 @@ from pipelines.evaluation.report import inputs as ri
 from pipelines.evaluation.report.config import ReportConfig
 from pipelines.evaluation.report.missing import ABLATIONS_COMMAND, missing_comparisons
 from pipelines.evaluation.report.plot_data import plot_rows, write_plot_data
+from pipelines.evaluation.report.stage_shortfalls import build_kb_shortfalls, make_datasets_shortfalls
 from pipelines.evaluation.report.stamp import report_stamp
 from pipelines.evaluation.report.summary import build_sections, write_summary
 from pipelines.evaluation.traces.browser import read_records, write_trace_browser
@@ -32,7 +33,8 @@ from pipelines.training.summary import read_loss_csv
 log = logging.getLogger(__name__)
 
 STAGES = {"tagging": "generate_tagging", "kgc": "generate_kgc", "kgc_rounds": "generate_kgc",
-          "ram2c": "generate_ram2c", "evaluate": "evaluate"}  # fmt: skip
+          "ram2c": "generate_ram2c", "evaluate": "evaluate", "make_datasets": "make_datasets",
+          "build_kb": "build_kb"}  # fmt: skip
 FIXES = {"ablations": ABLATIONS_COMMAND}  # inputs no stage writes
 
 
@@ -120,6 +122,16 @@ def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path 
         return ri.evaluate_sections(m)
 
     read("evaluate", paths.evaluate, evaluate)
+    derived = {"make_datasets": (paths.make_datasets, make_datasets_shortfalls),
+               "build_kb": (paths.build_kb, lambda m: build_kb_shortfalls(m, params))}  # fmt: skip
+    for name, (path, derive) in derived.items():  # stages whose own metrics hold no shortfalls: derived here
+
+        def parse(file: Path, name: str = name, derive: Callable = derive) -> list[dict]:
+            return flag_shortfalls(name, derive(_json(file)))
+
+        found = inputs.read(name, path, name, parse)
+        if found:
+            shortfalls[name] = found
     read("ablations", paths.ablations, lambda m: {"ablations": m} if m.get("tables") else {})
     if inputs.status.get("ablations", {}).get("found") and "ablations" not in metrics:  # a file with no experiment
         inputs.status["ablations"] = {"path": paths.ablations, "found": False,

@@ -20,6 +20,8 @@ class ReportInputs(StrictModel):
         description="run name -> folder holding that run's metrics.json and loss.csv",
     )
     evaluate: str = "reports/evaluate/metrics.json"
+    make_datasets: str = "reports/make_datasets/metrics.json"  # rows dropped (too long, ...): shortfalls only
+    build_kb: str = "reports/build_kb/metrics.json"  # knowledge-base kinds left empty: shortfalls only
     ablations: str = "reports/ablations.json"  # the ablation set's tables (pipelines.evaluation.ablation.experiments)
 
 
