@@ -257,3 +257,20 @@ def test_mathdial_as_an_extra_evaluation_file():
     assert len(items) > 100 and rows
     print(f"MathDial test items: {len(items)}; RAM2C rows of {generated}: {len(rows)}; overlapping rows: "
           f"{len({m['row_id'] for m in matches})}")  # fmt: skip
+
+
+def test_stage_names_file_and_line_of_a_malformed_extra_file(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from stages.make_datasets import main
+
+    bad = tmp_path / "eval.csv"
+    bad.write_text("id,question\n1,What is the capital city of France and why?\n")
+    params = yaml.safe_load(PARAMS.read_text(encoding="utf-8"))
+    params["make_datasets"]["inputs"] = [{"path": str(ROOT / "data/demo/ram2c/dpo.jsonl"), "kind": "dpo"}]
+    params["make_datasets"]["contamination"] |= {"systems": [], "extra": [{"path": str(bad)}]}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--params", "params.yaml"]) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"error: {bad}:2: field 'text' is missing, not text; fix the line or set ")
