@@ -2,6 +2,9 @@
 real chunk ids and metadata: a content change with equal counts changes them, a rebuild does not."""
 
 import hashlib
+from pathlib import Path
+
+import yaml
 
 from pipelines.retrieval.build import build_knowledge_base
 from tests.retrieval.conftest import HashEmbedder, write_jsonl
@@ -41,3 +44,11 @@ def test_digest_changes_with_a_label(corpus, groups):
     assert relabelled["relabelled"] >= 1 and relabelled["embedded"] == 0
     assert relabelled["chunks_by_kind"] == first["chunks_by_kind"]
     assert relabelled["chunk_ids_sha256"]["safety"] != first["chunk_ids_sha256"]["safety"]
+
+
+def test_the_manifest_is_what_the_readers_of_the_store_depend_on():
+    """So a changed digest reruns them under ``dvc repro`` (the store folder itself is no DVC out)."""
+    stages = yaml.safe_load((Path(__file__).resolve().parents[2] / "dvc.yaml").read_text())["stages"]
+    assert "data/kb/manifest.json" in stages["build_kb"]["outs"]
+    for reader in ("generate_ram2c", "evaluate"):
+        assert "data/kb/manifest.json" in stages[reader]["deps"], reader
