@@ -45,8 +45,9 @@ def _generate(cfgs: dict) -> dict:
 
 
 def shortfalls(cfgs: dict, metrics: dict) -> list:
-    """Sentences evaluated per dataset vs its ``sample``, datasets left out, failed sentences and
-    unparseable replies per system and role."""
+    """Sentences evaluated per dataset vs its ``sample``, datasets left out, sentences without an
+    SFT row and SFT rows whose answer scored F1 0, failed sentences and unparseable replies per
+    system and role."""
     found: list = []
     for dataset in cfgs["kgc"].datasets:
         info = metrics["datasets"].get(dataset.name)
@@ -54,6 +55,13 @@ def shortfalls(cfgs: dict, metrics: dict) -> list:
             found.append(count_shortfall(f"{dataset.name} sentences evaluated", dataset.sample, info["evaluated"],
                                          cause=f"the dataset holds {info.get('pool', '?')}"))  # fmt: skip
     found += [Shortfall(f"dataset {name} left out", cause="its files are missing") for name in metrics["left_out"]]
+    sft = cfgs["kgc"].sft
+    why = f"no qualifying final answer (kgc.sft.keep {sft.keep}, min_f1 {sft.min_f1})"
+    found.append(count_shortfall("sentences giving an SFT row", metrics["n_evaluated"], metrics.get("sft_rows"),
+                                 cause=why))  # fmt: skip
+    rows, zero = metrics.get("sft_rows") or 0, metrics.get("sft_f1_zero") or 0
+    found.append(count_shortfall("SFT rows whose answer scores F1 > 0", rows, rows - zero,
+                                 cause=f"{zero} scored sentence F1 0 (kgc.sft.min_f1 {sft.min_f1})"))  # fmt: skip
     for name, system in metrics["systems"].items():
         found.append(count_shortfall(f"{name}: sentences without a failure", metrics["n_evaluated"],
                                      metrics["n_evaluated"] - system.get("failed_samples", 0)))  # fmt: skip

@@ -250,6 +250,11 @@ async def _generate(
     return metrics
 
 
+def sft_f1_zero(path: Path) -> int:
+    """SFT rows whose final answer scored sentence F1 0 (``meta.f1``), e.g. an empty answer to empty gold."""
+    return sum(1 for row in (read_jsonl(path) if path.exists() else []) if (row.get("meta") or {}).get("f1") == 0)
+
+
 def finish_kgc(
     cfg: KGCConfig, outputs: GenerationOutputs, report: HarnessReport, *, context: dict, counters: dict
 ) -> dict[str, Any]:
@@ -268,6 +273,7 @@ def finish_kgc(
         "datasets": {name: {k: v for k, v in d.items() if k != "files"} for name, d in data["datasets"].items()},
         "left_out": [d["name"] for d in data["left_out"]],
         "sft_rows": report.written.get("sft.jsonl", 0),
+        "sft_f1_zero": sft_f1_zero(Path(outputs.generated_dir) / "sft.jsonl"),
         "failed_samples": report.failed_samples,
         "systems": scores,
     }

@@ -46,3 +46,23 @@ def test_the_report_lists_them(tmp_path, monkeypatch):
     md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
     assert "| make_datasets | SFT rows kept by make_datasets | 11 | 9 | dropped: 2 longer than train.max_length" in md
     assert "| build_kb | knowledge-base kind literature: 0 chunks | - | - | optional sources missing: " in md
+
+
+def test_kgc_sft_rows_requested_vs_produced_and_f1_zero(tmp_path):
+    """generate_kgc's shortfalls on its recorded metrics: sentences without an SFT row, and SFT rows
+    whose answer scored F1 0 (counted from sft.jsonl's meta.f1 by finish_kgc)."""
+    from pipelines.config import load_section
+    from pipelines.kgc.config import KGCConfig
+    from pipelines.kgc.run import sft_f1_zero
+    from stages.generate_kgc import shortfalls
+    from tests.evaluation.recorded import metrics
+
+    sft = tmp_path / "sft.jsonl"
+    sft.write_text("".join(json.dumps({"id": f"kgc-{i}", "meta": {"f1": f1}}) + "\n" for i, f1 in enumerate(
+        [0.0, 0.5, 0, 1.0])), encoding="utf-8")  # fmt: skip
+    assert sft_f1_zero(sft) == 2 and sft_f1_zero(tmp_path / "none.jsonl") == 0
+    recorded = metrics("generate_kgc")
+    recorded.update(n_evaluated=5, sft_rows=3, sft_f1_zero=1)
+    lines = _lines(shortfalls({"kgc": load_section("kgc", KGCConfig, PROJECT / "params.yaml")}, recorded))
+    assert "3 of 5 sentences giving an SFT row (no qualifying final answer (kgc.sft.keep answer, min_f1 0.0))" in lines
+    assert "2 of 3 SFT rows whose answer scores F1 > 0 (1 scored sentence F1 0 (kgc.sft.min_f1 0.0))" in lines
