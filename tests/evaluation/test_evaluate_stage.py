@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from pipelines.evaluation.hts.judging import balanced_positions
 from pipelines.evaluation.report.summary import build_sections
@@ -43,10 +42,7 @@ def test_metrics_have_the_documented_keys_and_render_in_the_report(project):
         ("tagging", "accuracy"),
         ("tagging", "f1"),
         ("kgc", "micro_f1"),
-        ("tutoring", "hts_humanized"),
-        ("tutoring", "hts_teaching"),
-        ("tutoring", "hts_safety"),
-    ]
+    ]  # no tutoring rows: the scripted judges answer "A" every time and are withheld (issue 32)
     view = {**metrics, "hts": metrics["tutoring"]["hts"]}
     headings = [heading for heading, tables in build_sections(view)]
     assert headings == [
@@ -176,22 +172,23 @@ def test_tutoring_prompts_are_held_out_topped_up_and_the_hts_score_is_the_hand_c
             positions = balanced_positions(items, seed=0, salt=f"tuned_vs_base:{judge}:{dimension}")
             assert {j["item_id"]: j["system_position"] for j in mine} == positions
             assert [j["system_position"] for j in mine].count("A") == 4
+    # a judge that answers "A" whatever it is shown is not a rater: both are withheld, no score, no kappa
     table = metrics["tutoring"]["hts"]["tables"]["1"]
     scores = table["rows"]["scripted-tuned vs scripted"]
     for dimension in ("humanized", "teaching", "safety"):
-        assert scores[dimension]["score"] == 50.0 and scores[dimension]["n"] == 2 * 8
-        assert scores[dimension]["ci"] is not None  # 8 items = bootstrap.min_items
-    for dimension in ("humanized", "teaching", "safety"):  # Fleiss' kappa: statsmodels on the judgments file's table
-        by_item = {}
-        for j in judgments:
-            if j["dimension"] == dimension:
-                by_item.setdefault(j["item_id"], {})[j["judge"]] = ("better", "equal", "worse").index(j["outcome"])
-        counts, _ = aggregate_raters([[r["j1"], r["j2"]] for r in by_item.values()], n_cat=3)
-        assert scores[dimension]["kappa"] == pytest.approx(fleiss_kappa(counts, method="fleiss"))
+        assert scores[dimension]["score"] is None and scores[dimension]["no_valid_judge"] is True
+        assert scores[dimension]["withheld"] == ["j1", "j2"] and scores[dimension]["kappa"] is None
+    validity = table["validity"]["scripted-tuned vs scripted"]
+    assert validity["ties"] == {"items": 8, "ties": 0}
+    for judge in ("j1", "j2"):
+        v = validity["judges"][judge]
+        assert (v["verdicts"], v["constant_verdict"], v["constant_share"], v["flagged"]) == (24, "A", 1.0, True)
+        assert v["p_value"] == pytest.approx(2 * 0.5**24)
     assert table["position_preference"]["scripted-tuned vs scripted"]["j1"]["flagged"] is True
     assert "seeds of one model" in table["raters"]
-    row = metrics["deltas"][3]
-    assert (row["base"], row["scale"], row["n"]) == (50.0, 1.0, 8) and row["delta"] == pytest.approx(0.0)
+    assert metrics["tutoring"]["comparisons"]["tuned_vs_base"]["withheld"] == ["j1", "j2"]
+    assert not [r for r in metrics["deltas"] if r["team"] == "tutoring"]
     tables = (root / "reports/evaluate/tables.md").read_text()
-    assert "| scripted-tuned vs scripted | **100% (24/24) one position** | **100% (24/24) one position** |" in tables
-    assert "Position bias: a judge chose one position in more than 80% of its decisions" in tables
+    assert "| scripted-tuned vs scripted | no valid judge | no valid judge | no valid judge |" in tables
+    assert "| scripted-tuned vs scripted | 0/8 | **100% (24/24) withheld** (p=1.2e-07) |" in tables
+    assert "Withheld from the scores, kappa and deltas: j1 (the same verdict 'A' in 24 of 24" in tables

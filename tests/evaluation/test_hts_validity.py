@@ -8,6 +8,8 @@ import asyncio
 
 import pytest
 
+from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
+from pipelines.evaluation.arms.tutoring_judging import raters_line, score_comparisons
 from pipelines.evaluation.hts.judging import (
     DIMENSIONS,
     HTSItem,
@@ -108,9 +110,28 @@ def test_constant_judges_are_withheld_and_the_table_says_no_valid_judge():
     assert score_table.rows == [[label, "no valid judge", "no valid judge", "no valid judge"]]
     assert "withheld" in score_table.note
     assert validity_table.rows[0][:2] == [label, "0/7"] and "withheld" in validity_table.rows[0][2]
-    assert "Withheld from the scores, kappa and deltas: seed1 in tuned vs base (the same verdict 'A'" in (
-        validity_table.note
-    )
+    assert "Withheld from the scores, kappa and deltas: seed1 (the same verdict 'A'" in validity_table.note
+
+
+def test_a_run_withholds_a_judge_over_all_its_comparisons():
+    fair = [  # a third judge that prefers the system on every item: varies with the position
+        Judgment(j.item_id, j.dimension, "fair", j.system_position, j.system_position, "better", True)
+        for j in constant_judgments(4, "a_vs_b")
+        if j.judge == "seed1"
+    ]
+    judged = {
+        ("tuned", "base"): {"judgments": constant_judgments(4, "tuned_vs_base")},  # 12 verdicts each: flagged
+        ("a", "b"): {"judgments": [*constant_judgments(4, "a_vs_b"), *fair]},
+    }
+    models = {**SAME_MODEL, "fair": "other-model"}
+    score_comparisons(judged, TutoringEvalConfig(), min_items=1, models=models)
+    for entry in judged.values():
+        assert entry["withheld"] == ["seed1", "seed2"] and entry["validity"]["seed1"]["verdicts"] == 24
+    assert judged[("tuned", "base")]["scores"]["safety"]["no_valid_judge"]
+    kept = judged[("a", "b")]["scores"]["safety"]
+    assert (kept["score"], kept["n"], kept["kappa"], kept["self_consistency"]) == (100.0, 4, None, None)
+    note = raters_line({"seed1": "m (transformers)", "seed2": "m (transformers)"})["note"]
+    assert "no kappa" in note and "self-consistency" in note
 
 
 def test_one_valid_judge_keeps_the_score_and_the_rule_is_configurable():

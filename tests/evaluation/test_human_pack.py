@@ -42,6 +42,11 @@ def test_the_stage_writes_the_pack(pack):
     rows = read_csv(folder / "sheet_Bo.csv")
     assert len(rows) == 3 * 3 and {r["dimension"] for r in rows} == {"humanized", "teaching", "safety"}
     assert all(r["student"] for r in rows if r["item_key"])  # the persona, as the judges see it
+    prompts = [json.loads(x) for x in (pack / "data/evaluate/tutoring/prompts.jsonl").read_text().splitlines()]
+    new = {p["id"]: p["passage"] for p in prompts if p["source"] == "new"}
+    assert new and all(new.values())  # the book passage each new prompt's topic was written on
+    teaching = [r for r in rows if r["dimension"] == "teaching"]  # factual errors (2.10): the passage is shown
+    assert all(r["passage"] in new.values() for r in teaching) and not any(r["passage"] for r in rows if r not in teaching)
     metrics = json.loads((pack / "reports/evaluate/metrics.json").read_text())
     assert metrics["tutoring"]["human"]["rows_per_rater"] == {"Ann Lee": 9, "Bo": 9}
     described = json.loads((folder / "pack.json").read_text())["comparisons"]
@@ -85,4 +90,5 @@ def test_filled_in_a_browser_and_imported(pack, browser, tmp_path, capsys):
         assert panel[dimension]["kappa"] == pytest.approx(-1.0)  # the two raters never agree
     tables = (folder / "tables.md").read_text()
     assert "| scripted-tuned vs scripted (human panel) | 75.0 (-1.00) n too small (n=3) |" in tables
-    assert "| scripted-tuned vs scripted (LLM judges) | 50.0 (" in tables
+    # the scripted LLM judges answer "A" every time: withheld as constant (issue 32), no score
+    assert "| scripted-tuned vs scripted (LLM judges) | no valid judge | no valid judge | no valid judge |" in tables

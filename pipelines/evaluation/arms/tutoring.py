@@ -26,6 +26,7 @@ from pipelines.evaluation.arms.tutoring_judging import (
     hts_tables,
     judge_comparison,
     raters_line,
+    score_comparisons,
 )
 from pipelines.evaluation.arms.tutoring_prompts import evaluation_prompts
 from pipelines.evaluation.arms.tutoring_systems import (
@@ -169,14 +170,13 @@ async def evaluate_tutoring(
                 cfg,
                 key=comparison_key(*pair),
                 out=out,
-                min_items=ev.bootstrap.min_items,
                 progress=ev.progress,
-                models=models_of_judges,
             )
     finally:
         await runtime.close()
         if judges_runtime is not runtime:
             await judges_runtime.close()
+    score_comparisons(judged, cfg, min_items=ev.bootstrap.min_items, models=models_of_judges)
     base_model = Path(llm_cfg.default.model).name
     tuned_name = tuned_model_name(cfg.tuned_backend, base_model, ev.dpo_adapter)
     names = dict(tuned_name=tuned_name, base_model=base_model)
@@ -213,6 +213,7 @@ async def evaluate_tutoring(
             dimensions=cfg.hts.dimensions,
             language=cfg.human.language or ram2c.language,
             scoring=scoring,
+            passages={p.id: p.passage for p in prompts if p.passage},
         )
     hts = {
         "tables": tables,

@@ -20,7 +20,7 @@ from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
 from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
 from pipelines.evaluation.hts.config import build_judges
 from pipelines.evaluation.hts.judging import HTSItem, Judgment, is_tie, item_worker
-from pipelines.evaluation.hts.scoring import validated_scores
+from pipelines.evaluation.hts.scoring import hts_scores, judge_validity, position_preference
 from pipelines.io import read_jsonl, write_json_atomic
 from pipelines.stage import StageError
 
@@ -54,14 +54,10 @@ async def judge_comparison(
     *,
     key: str,
     out: Path,
-    min_items: int,
     progress: bool,
-    models: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Judge one comparison (see the module docstring); returns ``{"judgments", "scores",
-    "position_preference", "validity", "withheld", "ties", "failures"}``: identical replies are ties
-    (no judge call), judges that fail the validity rule (``hts.validity``) are withheld from the
-    scores, and kappa is between distinct ``models`` (``{judge: model}``) only."""
+    """Judge one comparison (see the module docstring); returns ``{"judgments", "ties", "failures"}``:
+    identical replies are ties (no judge call). :func:`score_comparisons` scores them."""
     hts = cfg.hts
     worker = item_worker(
         items,
@@ -105,17 +101,37 @@ async def judge_comparison(
             f"max_failed_share {cfg.max_failed_share:.0%}; by kind: {errors}); judge prompts and replies in "
             f"{folder / 'traces.jsonl'}, summary in {folder / 'failures.json'}"
         )
-    scored = validated_scores(
-        judgments,
-        rule=hts.validity,
-        models=models,
-        resamples=hts.resamples,
-        seed=hts.seed,
-        confidence=hts.confidence,
-        min_items=min_items,
-    )
     ties = {"items": len(items), "ties": sum(is_tie(i) for i in items)}
-    return {"judgments": judgments, **scored, "ties": ties, "failures": failures}
+    return {"judgments": judgments, "ties": ties, "failures": failures}
+
+
+def score_comparisons(
+    judged: Mapping[tuple[str, str], dict], cfg: TutoringEvalConfig, *, min_items: int, models: Mapping[str, str]
+) -> None:
+    """Validity first, over every comparison of the run (a judge is one rater whatever the pair):
+    :func:`judge_validity` under ``hts.validity``; the judges that fail it are ``withheld`` from every
+    comparison's scores, kappa and deltas. Then per comparison ``scores`` (kappa between distinct
+    ``models`` only, ``{judge: model}``) and ``position_preference``; adds those, ``validity`` and
+    ``withheld`` to each entry of ``judged``."""
+    hts = cfg.hts
+    validity = judge_validity([j for entry in judged.values() for j in entry["judgments"]], hts.validity)
+    withheld = [judge for judge, v in validity.items() if v["flagged"]]
+    for entry in judged.values():
+        scores = hts_scores(
+            entry["judgments"],
+            resamples=hts.resamples,
+            seed=hts.seed,
+            confidence=hts.confidence,
+            min_items=min_items,
+            withheld=withheld,
+            models=models,
+        )
+        entry.update(
+            scores=scores,
+            position_preference=position_preference(entry["judgments"]),
+            validity=validity,
+            withheld=withheld,
+        )
 
 
 def raters_line(judge_models: Mapping[str, str]) -> dict[str, Any]:

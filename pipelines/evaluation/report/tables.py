@@ -312,14 +312,14 @@ def position_table(number: str, table: Mapping[str, Any]) -> Table | None:
         "Share of each judge's A/B decisions that chose the reply shown first (half the items show the system first);"
         " ties: pairs whose replies are the same text (normalised), scored equal without a judge call."
     )
-    withheld = [
-        f"{j} in {label} ({v['why']})"
+    withheld = {
+        j: f"{j} ({v['why']})"
         for label in validity
         for j, v in (validity[label].get("judges") or {}).items()
         if v.get("flagged")
-    ]
+    }
     if withheld:
-        note += f" Withheld from the scores, kappa and deltas: {'; '.join(withheld)}."
+        note += f" Withheld from the scores, kappa and deltas: {'; '.join(withheld.values())}."
     elif flagged:
         where = "; ".join(flagged)
         note += f" Flag: one position in more than 80% of the decisions of {where}: position bias, not preference."
