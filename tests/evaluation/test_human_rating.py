@@ -202,3 +202,18 @@ def test_ties_are_marked_and_filled_equal(tmp_path, browser):
     assert "same text: marked Equal" in marked.text
     assert marked.find_element(By.CSS_SELECTOR, 'input[value="equal"]').is_selected()
     assert driver.find_element(By.ID, "status").text.startswith("1 / 2")
+
+
+def test_the_passage_is_shown_for_the_factual_errors_criterion(tmp_path):
+    """Criterion 2.10 (factual errors, the teaching dimension) needs the book passage: its rows carry
+    it, the other dimensions' rows do not, and the form shows it above the replies."""
+    passages = {"item0": "Crusoe saved a dog and two cats from the wreck."}
+    sheets = write_sheets(tmp_path, ITEMS[:2], ["Ann"], seed=0, passages=passages)
+    rows = read_csv(tmp_path / "sheet_Ann.csv")
+    shown = {(r["dimension"], r["passage"]) for r in rows if r["passage"]}
+    assert shown == {("teaching", passages["item0"])}
+    assert sum(r["dimension"] == "teaching" and not r["passage"] for r in rows) == 1  # item1: none recorded
+    page = render_form(sheets)
+    assert page.count("Book passage (check the replies against it for factual errors)") == 1
+    assert page.index("Book passage") < page.index(passages["item0"]) < page.index('<div class="replies">', page.index(
+        "Book passage"))  # fmt: skip

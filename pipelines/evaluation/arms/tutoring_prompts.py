@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class HeldOutPrompt:
     book: str = ""  # meta.book when recorded (the expert groups do not read it)
     persona: dict[str, Any] | None = None  # the persona's profile (grade, traits, interest, reading_level)
     source: str = "recorded"  # recorded | new
+    passage: str = ""  # the book passage the topic was written on (new prompts; recorded pairs do not keep it)
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -199,6 +200,7 @@ async def new_prompts(
         held = HeldOutPrompt(
             f"new-{plan.index}", prompt, topic, said.parsed, lang, 1, persona.id, plan.passage.book, student, "new"
         )
+        held = replace(held, passage=plan.passage.text)
         return held.to_row()
 
     report = await run_systems(

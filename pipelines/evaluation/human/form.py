@@ -40,6 +40,7 @@ TEXT = {
         "save": "Save answers (CSV)",
         "answered": "answered",
         "tie": "The two replies are the same text: marked Equal, nothing to rate.",
+        "passage": "Book passage (check the replies against it for factual errors)",
     },
     "zh": {
         "who": "你的名字",
@@ -59,6 +60,7 @@ TEXT = {
         "save": "保存答案（CSV）",
         "answered": "已作答",
         "tie": "两条回复文字相同：已标为相同，无需评分。",
+        "passage": "原文段落（据此检查回复是否有事实错误）",
     },
 }
 
@@ -180,6 +182,10 @@ def _row_html(row: Mapping[str, Any], text: Mapping[str, str], labels: Mapping[s
         for value, label in (("A", "a"), ("equal", "equal"), ("B", "b"))
     )
     tie_note = f'<p class="tie">{e(text["tie"])}</p>' if tie else ""
+    passage = ""
+    if row.get("passage"):  # the dimensions whose criteria need it (factual errors)
+        passage = f'<details class="passage" open><summary>{e(text["passage"])}</summary>'
+        passage += f'<div class="reply">{e(row["passage"])}</div></details>'
     return (
         f'<div class="item{" tie" if tie else ""}" data-row="{e(str(row["row"]))}" data-key="{e(row["item_key"])}" '
         f'data-dimension="{e(row["dimension"])}">'
@@ -187,7 +193,8 @@ def _row_html(row: Mapping[str, Any], text: Mapping[str, str], labels: Mapping[s
         f"<p><b>{e(text['topic'])}:</b> {e(row['topic'])}</p>"
         + (f"<p><b>{e(text['student'])}:</b> {e(row['student'])}</p>" if row.get("student") else "")
         + f"<p><b>{e(text['answer'])}:</b> {e(row['student_answer'])}</p>"
-        f'<div class="replies"><div><b>A</b><div class="reply">{e(row["reply_a"])}</div></div>'
+        + passage
+        + f'<div class="replies"><div><b>A</b><div class="reply">{e(row["reply_a"])}</div></div>'
         f'<div><b>B</b><div class="reply">{e(row["reply_b"])}</div></div></div>{tie_note}'
         f'<p class="choices">{radios}</p>'
         f'<textarea placeholder="{e(text["comment"])}"></textarea></div>'
@@ -244,16 +251,19 @@ def write_rating_pack(
     sample: int | None = None,
     language: str = "en",
     title: str = "Tutoring replies: pairwise rating",
+    passages: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Everything the raters need, in ``folder``: ``sheet_<rater>.csv`` each, ``form.html`` (all
     raters' sheets; each picks their name) and ``key.csv`` (keep it from the raters). ``items``: a
-    list (one comparison) or ``{comparison: items}``.
+    list (one comparison) or ``{comparison: items}``; ``passages``: ``{item id: book passage}``.
     Returns ``{"sheets": [paths], "form": path, "key": path}``."""
     from pipelines.evaluation.hts.judging import DIMENSIONS
     from pipelines.evaluation.human.sheets import write_sheets
 
     folder = Path(folder)
-    sheets = write_sheets(folder, items, raters, dimensions=dimensions or DIMENSIONS, seed=seed, sample=sample)
+    sheets = write_sheets(
+        folder, items, raters, dimensions=dimensions or DIMENSIONS, seed=seed, sample=sample, passages=passages
+    )
     write_form(folder / "form.html", sheets, title=title, language=language)
     return {
         "sheets": [folder / f"sheet_{rater_slug(r)}.csv" for r in raters],

@@ -43,14 +43,23 @@ def write_human_pack(
     dimensions: Sequence[str],
     language: str,
     scoring: Mapping[str, Any],
+    passages: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Write the pack (see the module docstring); returns what the metrics record of it."""
+    """Write the pack (see the module docstring); returns what the metrics record of it.
+    ``passages``: ``{item id: book passage}``, shown with the criteria that need it."""
     from pipelines.evaluation.arms.tutoring_judging import comparison_key
 
     folder = root / cfg.folder
     comparisons = {comparison_key(*pair): list(values) for pair, values in items.items()}
     paths = write_rating_pack(
-        folder, comparisons, cfg.raters, dimensions=dimensions, seed=cfg.seed, sample=cfg.sample, language=language
+        folder,
+        comparisons,
+        cfg.raters,
+        dimensions=dimensions,
+        seed=cfg.seed,
+        sample=cfg.sample,
+        language=language,
+        passages=passages,
     )
     described = {
         comparison_key(*pair): {

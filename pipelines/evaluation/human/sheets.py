@@ -4,7 +4,8 @@ filled sheets into the same judgments the LLM judges produce (so the same scorin
 Files written by :func:`write_sheets` into one folder:
 
 - ``sheet_<rater>.csv`` per rater: ``rater, row, item_key, dimension, topic, student,
-  student_answer, reply_a, reply_b, tie, choice, comment`` with ``choice`` empty (to fill with ``A``,
+  student_answer, passage, reply_a, reply_b, tie, choice, comment`` (``passage``: the book passage,
+  for the dimensions whose criteria need it) with ``choice`` empty (to fill with ``A``,
   ``B`` or ``equal``); a row whose two replies are the same text (a tie, as the LLM judges'
   :func:`~pipelines.evaluation.hts.judging.is_tie`) says so in ``tie`` and comes filled ``equal``.
   Nothing in a sheet says which reply is which system's: the item is named by an
@@ -52,6 +53,7 @@ SHEET_COLUMNS = (
     "topic",
     "student",
     "student_answer",
+    "passage",
     "reply_a",
     "reply_b",
     "tie",
@@ -61,6 +63,7 @@ SHEET_COLUMNS = (
 KEY_COLUMNS = ("rater", "item_key", "dimension", "comparison", "item_id", "system_position")
 HUMAN_SALT = "human"
 TIE_NOTE = "identical replies: filled in as equal, nothing to rate"
+PASSAGE_DIMENSIONS = ("teaching",)  # criterion 2.10, factual errors: the rater needs the book passage
 STUDENT_TEXT = {
     "en": "{grade}, {traits}, likes {interest}, {reading_level}",
     "zh": "{grade}学生，{traits}，喜欢{interest}，{reading_level}",
@@ -106,6 +109,7 @@ def sheet_rows(
     dimensions: Sequence[str] = DIMENSIONS,
     seed: int = 0,
     sample: int | None = None,
+    passages: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """``(rows, key rows)`` of one rater's blind sheet (``choice`` and ``comment`` empty; ``equal``
     for a tie)."""
@@ -133,6 +137,7 @@ def sheet_rows(
                     "topic": item.topic,
                     "student": student_text(item.student, item.language),
                     "student_answer": item.student_answer,
+                    "passage": (passages or {}).get(item.id, "") if dimension in PASSAGE_DIMENSIONS else "",
                     "reply_a": reply_a,
                     "reply_b": reply_b,
                     "tie": TIE_NOTE if tie else "",
@@ -169,15 +174,20 @@ def write_sheets(
     dimensions: Sequence[str] = DIMENSIONS,
     seed: int = 0,
     sample: int | None = None,
+    passages: Mapping[str, str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Write ``sheet_<rater>.csv`` per rater and ``key.csv``; returns the rows per rater (for the form)."""
+    """Write ``sheet_<rater>.csv`` per rater and ``key.csv``; returns the rows per rater (for the form).
+    ``passages`` (``{item id: book passage}``) fills the ``passage`` of the dimensions whose criteria
+    need it (:data:`PASSAGE_DIMENSIONS`: factual errors)."""
     if len({rater_slug(r) for r in raters}) != len(raters):
         raise ValueError(f"rater names must be distinct, got {list(raters)}")
     by_comparison(items)
     folder = Path(folder)
     sheets, key = {}, []
     for rater in raters:
-        sheets[rater], rater_key = sheet_rows(items, rater, dimensions=dimensions, seed=seed, sample=sample)
+        sheets[rater], rater_key = sheet_rows(
+            items, rater, dimensions=dimensions, seed=seed, sample=sample, passages=passages
+        )
         key += rater_key
         write_csv(folder / f"sheet_{rater_slug(rater)}.csv", sheets[rater], SHEET_COLUMNS)
     write_csv(folder / "key.csv", key, KEY_COLUMNS)
