@@ -43,10 +43,8 @@ def test_the_stage_writes_the_pack(pack):
     assert len(rows) == 3 * 3 and {r["dimension"] for r in rows} == {"humanized", "teaching", "safety"}
     assert all(r["student"] for r in rows if r["item_key"])  # the persona, as the judges see it
     prompts = [json.loads(x) for x in (pack / "data/evaluate/tutoring/prompts.jsonl").read_text().splitlines()]
-    new = {p["id"]: p["passage"] for p in prompts if p["source"] == "new"}
-    assert new and all(new.values())  # the book passage each new prompt's topic was written on
-    teaching = [r for r in rows if r["dimension"] == "teaching"]  # factual errors (2.10): the passage is shown
-    assert all(r["passage"] in new.values() for r in teaching) and not any(r["passage"] for r in rows if r not in teaching)
+    # recorded pairs keep no passage (new prompts carry the one their topic was written on): none to show
+    assert {(p["source"], p["passage"]) for p in prompts} == {("recorded", "")} and not any(r["passage"] for r in rows)
     metrics = json.loads((pack / "reports/evaluate/metrics.json").read_text())
     assert metrics["tutoring"]["human"]["rows_per_rater"] == {"Ann Lee": 9, "Bo": 9}
     described = json.loads((folder / "pack.json").read_text())["comparisons"]
