@@ -48,8 +48,8 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("mode", ["sync", "asyncio"])
-def test_sigterm_removes_unfinished_outputs(tmp_path: Path, mode: str) -> None:
+def _start_ready(tmp_path: Path, mode: str) -> subprocess.Popen:
+    """The script in ``mode``, once it holds an unfinished output open."""
     root = Path(__file__).resolve().parents[1]
     process = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, str(tmp_path), mode], cwd=root, stderr=subprocess.PIPE, text=True
@@ -59,6 +59,12 @@ def test_sigterm_removes_unfinished_outputs(tmp_path: Path, mode: str) -> None:
         assert process.poll() is None, process.stderr.read()
         assert time.monotonic() < deadline, "the script never got ready"
         time.sleep(0.05)
+    return process
+
+
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+def test_sigterm_removes_unfinished_outputs(tmp_path: Path, mode: str) -> None:
+    process = _start_ready(tmp_path, mode)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == TERMINATED_EXIT_CODE == 143
@@ -69,14 +75,7 @@ def test_sigterm_removes_unfinished_outputs(tmp_path: Path, mode: str) -> None:
 
 def test_a_sigkilled_stage_leaves_temporaries_that_the_next_run_removes(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[1]
-    process = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path), "sync"], cwd=root, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "ready").exists():
-        assert process.poll() is None, process.stderr.read()
-        assert time.monotonic() < deadline, "the script never got ready"
-        time.sleep(0.05)
+    process = _start_ready(tmp_path, "sync")
     process.send_signal(signal.SIGKILL)  # no handler runs: the temporary file stays
     process.communicate(timeout=30)
     (left,) = tmp_path.glob(".predictions.jsonl.*.tmp")
@@ -92,15 +91,7 @@ def test_a_sigkilled_stage_leaves_temporaries_that_the_next_run_removes(tmp_path
 
 @pytest.mark.parametrize("mode", ["sync", "asyncio", "thread"])
 def test_sigint_stops_at_once_like_sigterm(tmp_path: Path, mode: str) -> None:
-    root = Path(__file__).resolve().parents[1]
-    process = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path), mode], cwd=root, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "ready").exists():
-        assert process.poll() is None, process.stderr.read()
-        assert time.monotonic() < deadline, "the script never got ready"
-        time.sleep(0.05)
+    process = _start_ready(tmp_path, mode)
     started = time.monotonic()
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)
