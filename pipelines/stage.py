@@ -18,7 +18,8 @@ traceback (``--debug`` shows it): :class:`ConfigError` -> 2; a missing input
 (``FileNotFoundError``), an unreadable one (:class:`InputError`: a malformed line, not UTF-8, a missing
 column; or a path that is a folder, under a file, or not permitted), an :class:`LLMError` (server down,
 missing API key, corrupt cache) or a :class:`StageError` (failure budget exceeded, empty evaluation
-set) -> 1.
+set) -> 1. SIGTERM and SIGINT (Ctrl-C) stop the stage at once: unfinished outputs removed, one line,
+exit 143 / 130. At its start a stage removes the temporaries a SIGKILLed run left beside its outs.
 """
 
 from __future__ import annotations
