@@ -7,11 +7,13 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pipelines.kgc.datasets import DatasetConfig, load_dataset
 from pipelines.training.dataset_builder import save_dataset_dict
 from pipelines.training.rows import dpo_row, normalise_row
+from stages.evaluate import main as evaluate_stage
 from stages.generate_kgc import main as generate_kgc
 from stages.generate_tagging import main as generate_tagging
 from tests.tagging.scripted import STAGE_REPLIES
@@ -148,3 +150,14 @@ def generate(root: Path, params: Path) -> None:
     assert generate_tagging(["--params", str(params)]) == 0
     assert generate_kgc(["--params", str(params)]) == 0
     write_dpo_data(root)
+
+
+def run_tutoring_evaluate(root: Path, tutoring: dict) -> Path:
+    """The evaluate stage on tutoring only (``evaluate.tutoring`` overrides) in ``root``, which it returns."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("EDUMAS_TRACKING", "0")
+        write_dpo_data(root)
+        params = write_project(root, {"evaluate": {"systems": ["tutoring"], "tutoring": tutoring}})
+        assert evaluate_stage(["--params", str(params)]) == 0
+    return root

@@ -12,22 +12,14 @@ import pytest
 
 from pipelines.evaluation.human.pack import main as import_main
 from pipelines.evaluation.human.sheets import read_csv
-from stages.evaluate import main
 from tests.evaluation.browser import wait_for_file
-from tests.evaluation.evaluate_fixtures import TUNED_REPLY, write_dpo_data, write_project
+from tests.evaluation.evaluate_fixtures import TUNED_REPLY, run_tutoring_evaluate
 
 
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory):
-    root = tmp_path_factory.mktemp("human")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)
-        mp.setenv("EDUMAS_TRACKING", "0")
-        write_dpo_data(root)
-        human = {"raters": ["Ann Lee", "Bo"], "sample": 3, "seed": 5}
-        params = write_project(root, {"evaluate": {"systems": ["tutoring"], "tutoring": {"items": 3, "human": human}}})
-        assert main(["--params", str(params)]) == 0
-    return root
+    human = {"raters": ["Ann Lee", "Bo"], "sample": 3, "seed": 5}
+    return run_tutoring_evaluate(tmp_path_factory.mktemp("human"), {"items": 3, "human": human})
 
 
 def test_the_stage_writes_the_pack(pack):

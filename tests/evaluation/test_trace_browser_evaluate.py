@@ -10,24 +10,17 @@ import pytest
 from pipelines.evaluation.report.build import write_traces
 from pipelines.evaluation.report.config import ReportConfig
 from pipelines.evaluation.traces.evaluate import TIE_STEP, evaluate_teams
-from stages.evaluate import main
-from tests.evaluation.evaluate_fixtures import BASE_REPLY, TUNED_REPLY, write_dpo_data, write_project
+from tests.evaluation.evaluate_fixtures import BASE_REPLY, TUNED_REPLY, run_tutoring_evaluate
 
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
     root = tmp_path_factory.mktemp("evaluate_traces")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)
-        mp.setenv("EDUMAS_TRACKING", "0")
-        write_dpo_data(root)
-        scripted = {"kind": "scripted", "replies": str(root / "base.jsonl")}
-        twin = {"name": "twin", "kind": "reference", "backend": scripted}  # the base model's replies again: ties
-        tutoring = {"items": 3, "systems": [{"name": "base", "kind": "base"}, twin],
-                    "comparisons": {"table_1": [["tuned", "base"]], "table_2": [["twin", "base"]]}}  # fmt: skip
-        params = write_project(root, {"evaluate": {"systems": ["tutoring"], "tutoring": tutoring}})
-        assert main(["--params", str(params)]) == 0
-    return root
+    scripted = {"kind": "scripted", "replies": str(root / "base.jsonl")}
+    twin = {"name": "twin", "kind": "reference", "backend": scripted}  # the base model's replies again: ties
+    return run_tutoring_evaluate(root, {"items": 3, "systems": [{"name": "base", "kind": "base"}, twin],
+                                        "comparisons": {"table_1": [["tuned", "base"]],
+                                                        "table_2": [["twin", "base"]]}})  # fmt: skip
 
 
 def test_comparisons_are_teams_with_replies_prompts_verdicts_and_ties(evaluated):
