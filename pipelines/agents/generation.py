@@ -1,7 +1,7 @@
 """What every generate stage's params section and run share, so a team config holds only its method.
 
 :class:`GenerationConfig` has the keys each team repeated (``output_mode``, ``concurrency``,
-``max_failed_share``, ``llm`` with the team's ``ROLES`` checked, ``outputs``, ``shard``,
+``max_failed_share``, ``max_unparseable_share``, ``llm`` with the team's ``ROLES`` checked, ``outputs``, ``shard``,
 ``progress``); a team config subclasses it, sets ``ROLES`` and names its output folders::
 
     class TaggingConfig(GenerationConfig):
@@ -40,6 +40,7 @@ class GenerationConfig(StrictModel):
     output_mode: Literal["text", "json"] = "json"
     concurrency: int = Field(16, ge=1)  # LLM calls in flight over all samples (one limit)
     max_failed_share: float = Field(0.2, ge=0.0, le=1.0)  # more failed samples: outputs written, exit 1
+    max_unparseable_share: float = Field(0.5, ge=0.0, le=1.0)  # a system with more unparseable replies: exit 1
     llm: LLMConfig
     outputs: GenerationOutputs
     shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards

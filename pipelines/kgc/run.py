@@ -240,6 +240,7 @@ async def _generate(
         exports={"sft.jsonl": sft},
         concurrency=cfg.concurrency,
         max_failed_share=cfg.max_failed_share,
+        max_unparseable_share=cfg.max_unparseable_share,
         progress=cfg.progress,
         desc="kgc",
         shard=cfg.shard,

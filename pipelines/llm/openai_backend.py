@@ -478,19 +478,22 @@ class OpenAIBackend:
         if problem is not None:
             return problem
         body = orjson.dumps(self.payload(PROBE_MESSAGES, SamplingParams(max_tokens=1), "none"))
-        try:
-            await self._attempt(url, body)
-        except _Retryable as exc:
-            return f"{self._scrub(str(exc))} (a one-token chat call)"
-        except LLMError as exc:
-            raise LLMError(f"{exc}; {self._name_fixes(served)}") from None
+        for again in (True, False):  # once more on a dropped connection (a keep-alive one the server closed)
+            try:
+                await self._attempt(url, body)
+                break
+            except _Retryable as exc:
+                if not (again and exc.unanswered == "connection"):
+                    return f"{self._scrub(str(exc))} (a one-token chat call)"
+            except LLMError as exc:
+                raise LLMError(f"{exc}; {self._name_fixes(served)}") from None
         if schema and self.spec.structured_output != "none":
             await self._check_schema(url)
         return None
 
     async def _check_schema(self, url: str) -> None:
         """One call with :data:`PROBE_SCHEMA`; raises :class:`LLMError` when the reply is outside it."""
-        params = SamplingParams(max_tokens=32, json_schema=PROBE_SCHEMA)
+        params = SamplingParams(max_tokens=16, json_schema=PROBE_SCHEMA)
         try:
             result, _ = await self._send(url, SCHEMA_MESSAGES, params, {})
         except _Retryable as exc:
@@ -524,7 +527,10 @@ class OpenAIBackend:
             total=self.spec.connect_timeout_s + 5.0, sock_connect=self.spec.connect_timeout_s
         )
         try:
-            async with session.get(url + "/models", headers=self._headers, timeout=timeout) as response:
+            # a connection of its own: a server that fails this request may drop the connection after it
+            # (uvicorn does after an error 500), and the chat check must not inherit a dead keep-alive one
+            headers = self._headers | {"Connection": "close"}
+            async with session.get(url + "/models", headers=headers, timeout=timeout) as response:
                 raw = await response.read()
                 status = response.status
         except TimeoutError:

@@ -232,6 +232,7 @@ async def _generate(
         "accounting": runtime.accounting,
         "concurrency": cfg.concurrency,
         "max_failed_share": cfg.max_failed_share,
+        "max_unparseable_share": cfg.max_unparseable_share,
         "progress": cfg.progress,
     }
     avoid = theme_names(cfg.topics.excluded_themes, cfg.language)
@@ -256,8 +257,7 @@ async def _generate(
         sample_id=lambda p: f"topic-{p.index}",
         prediction_row=topic_row,
         desc="ram2c topics",
-        max_unparseable_share=1.0,  # no topic written at all is reported below, naming the cause
-        **common,
+        **(common | {"max_unparseable_share": 1.0}),  # no topic written at all is reported below, naming the cause
     )
     questions = topics_report.systems["topic_writer"].predictions
     written = [Topic(p, q) for p, q in zip(plans, questions, strict=True) if q]

@@ -268,6 +268,7 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         order=system_names(cfg),
         concurrency=cfg.concurrency,
         max_failed_share=cfg.max_failed_share,
+        max_unparseable_share=cfg.max_unparseable_share,
         progress=cfg.progress,
         desc="tagging",
         shard=cfg.shard,
