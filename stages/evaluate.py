@@ -7,7 +7,8 @@ and, for each system in ``evaluate.systems``, that system's generate section (``
 - ``reports/evaluate/metrics.json`` (tuned vs base per system, bootstrap deltas) and ``tables.md``;
 - ``data/evaluate/<system>/{base,tuned}/`` traces and predictions (tagging, KGC); ``data/evaluate/tutoring/``:
   ``prompts.jsonl``, ``replies/<system>/`` and ``comparisons/<system>_vs_<baseline>/`` (judgments, traces);
-- ``reports/evaluate/human/`` (the human rating pack) when ``evaluate.tutoring.human`` is set.
+- ``reports/evaluate/human/``: the human rating pack when ``evaluate.tutoring.human`` is set (the
+  default), else a README saying there is none (the folder is a DVC out).
 
     python -m stages.evaluate [--params params.yaml] [--section evaluate] [--debug]
 
@@ -25,10 +26,16 @@ from pipelines.agents.shortfalls import count_shortfall, flag_shortfalls
 from pipelines.config import load_section
 from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.evaluate import evaluate, needed_sections
+from pipelines.io import atomic_open
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
 from pipelines.tracking import stage_run
 
 log = logging.getLogger("edumas")
+NO_PACK_FOLDER = "reports/evaluate/human"  # the human rating pack's folder in dvc.yaml (evaluate.tutoring.human)
+NO_PACK = (
+    "No human rating pack in this run: evaluate.tutoring.human is null or the tutoring system did not run.\n"
+    "Set it in params.yaml (e.g. {raters: [Ann, Bo, Cy], sample: 25}) and run `dvc repro evaluate`.\n"
+)
 
 
 def section_models() -> dict:
@@ -82,6 +89,9 @@ def _run(argv: list[str] | None) -> int:
     with stage_run("evaluate", cfg.model_dump()) as run:
         metrics = evaluate(cfg, sections)
         metrics["shortfalls"] = flag_shortfalls("evaluate", shortfalls(cfg, metrics))
+        if not (metrics.get("tutoring") or {}).get("human"):  # dvc.yaml's out exists either way
+            with atomic_open(Path(NO_PACK_FOLDER) / "README.md") as handle:
+                handle.write(NO_PACK)
         write_metrics(Path(cfg.outputs.reports_dir) / "metrics.json", metrics, run)
     log.info("%s", summary_line(metrics))
     return 0

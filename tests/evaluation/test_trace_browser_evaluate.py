@@ -24,6 +24,8 @@ def evaluated(tmp_path_factory):
 
 
 def test_comparisons_are_teams_with_replies_prompts_verdicts_and_ties(evaluated):
+    readme = evaluated / "reports/evaluate/human/README.md"  # no pack asked for: the DVC out still exists
+    assert readme.read_text(encoding="utf-8").startswith("No human rating pack in this run")
     teams, records = evaluate_teams(evaluated / "data/evaluate")
     assert set(teams) == {"evaluate tuned_vs_base", "evaluate twin_vs_base"}
     judged = teams["evaluate tuned_vs_base"]
