@@ -8,12 +8,14 @@ successful call also proves that every field the backend sends is part of the Op
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,19 +77,25 @@ def served_model(tmp_path_factory):
         pytest.skip("transformers serve needs its serving extras: pip install fastapi uvicorn openai")
     root = tmp_path_factory.mktemp("serve")
     model_dir = str(root / "tiny-qwen2")
-    port = _free_port()
-    log_path = root / "serve.log"
+    with serving([sys.executable, "-c", SERVER_SCRIPT, model_dir], root) as url:
+        yield url, model_dir
+
+
+@contextlib.contextmanager
+def serving(argv: list[str], root: Path) -> Iterator[str]:
+    """The base URL of `transformers serve` started as ``argv`` on a free port (CPU, float32; log in
+    ``root``). Its /v1/models lists the models of the Hugging Face cache, never one loaded from a
+    path: with an empty cache it answers HTTP 500 (the name is not checked against a list), whatever
+    this machine has cached (docs/runtime.md)."""
+    port, log_path = _free_port(), root / "serve.log"
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    # its /v1/models lists the models of the Hugging Face cache, never one loaded from a path: an empty
-    # cache makes that list empty (not checked), whatever this machine has cached (docs/runtime.md)
     env["HF_HUB_CACHE"] = str(root / "empty-hf-cache")
-    command = [sys.executable, "-c", SERVER_SCRIPT, model_dir, "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--device", "cpu", "--dtype", "float32"]
+    command = [*argv, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--dtype", "float32"]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         _wait_ready(proc, port, log_path)
-        yield f"http://127.0.0.1:{port}/v1", model_dir
+        yield f"http://127.0.0.1:{port}/v1"
     finally:
         proc.terminate()
         try:
@@ -119,7 +127,9 @@ def test_chat_through_transformers_serve(served_model):
     async def main():
         backend = _backend(base_url, model)
         try:
-            await backend.preflight()  # the server is up: no error
+            await backend.preflight(schema=False)  # the server is up and answers to the name: no error
+            with pytest.raises(LLMError, match="answered outside the JSON schema it was sent"):
+                await backend.preflight()  # it ignores response_format: a json-mode run is refused
             plain, concurrent = await asyncio.gather(
                 backend.chat(messages, SamplingParams(max_tokens=6, seed=1)),
                 backend.chat(messages, SamplingParams(max_tokens=4, stop=("\n",), json_schema=schema, seed=2)),
