@@ -40,7 +40,7 @@ class GenerationConfig(StrictModel):
     output_mode: Literal["text", "json"] = "json"
     concurrency: int = Field(16, ge=1)  # LLM calls in flight over all samples (one limit)
     max_failed_share: float = Field(0.2, ge=0.0, le=1.0)  # more failed samples: outputs written, exit 1
-    max_unparseable_share: float = Field(0.5, ge=0.0, le=1.0)  # a system with more unparseable replies: exit 1
+    max_unparseable_share: float = Field(0.5, ge=0.0, le=1.0)  # more unparseable replies (all systems): exit 1
     llm: LLMConfig
     outputs: GenerationOutputs
     shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards

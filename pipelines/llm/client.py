@@ -388,7 +388,20 @@ class LLMRuntime:
             for b in backends.values()
             if (check := getattr(b, "preflight", None)) is not None
         ]
-        await asyncio.gather(*checks)
+        try:
+            await asyncio.gather(*checks)
+        finally:  # the checks' chat calls are counted (usage.json holds every token sent), role "preflight"
+            for backend in backends.values():
+                probes = getattr(backend, "probes", None) or []
+                for probe in probes:
+                    self.accounting.record(
+                        "preflight",
+                        prompt_tokens=probe.usage.prompt_tokens,
+                        completion_tokens=probe.usage.completion_tokens,
+                        cached=False,
+                        latency_s=0.0,
+                    )
+                probes.clear()
 
     async def close(self) -> None:
         for backend in self._backends.values():

@@ -135,6 +135,7 @@ class OpenAIBackend:
         self._guard: AsyncGenerator[None, None] | None = None
         self.retries = 0  # attempts beyond the first, over the backend's life
         self.identical_choices = 0  # sampled replies with n > 1 whose choices were all one text
+        self.probes: list[ChatResult] = []  # the preflight's chat calls (the runtime counts their usage)
         self.batch = None
         if spec.mode == "batch":
             from pipelines.llm.batch_journal import journal_path
@@ -475,12 +476,12 @@ class OpenAIBackend:
     async def _check(self, session: aiohttp.ClientSession, url: str, *, schema: bool) -> str | None:
         """None when ``url`` is fit for the run; why not when it cannot be reached; raises otherwise."""
         problem, served = await self._probe(session, url)
-        if problem is not None:
+        if problem is not None or self.batch is not None:  # batch mode sends nothing online
             return problem
         body = orjson.dumps(self.payload(PROBE_MESSAGES, SamplingParams(max_tokens=1), "none"))
         for again in (True, False):  # once more on a dropped connection (a keep-alive one the server closed)
             try:
-                await self._attempt(url, body)
+                self.probes.append((await self._attempt(url, body))[0])
                 break
             except _Retryable as exc:
                 if not (again and exc.unanswered == "connection"):
@@ -498,6 +499,7 @@ class OpenAIBackend:
             result, _ = await self._send(url, SCHEMA_MESSAGES, params, {})
         except _Retryable as exc:
             raise LLMError(f"openai backend ({self.spec.model}): the schema check failed: {exc}") from None
+        self.probes.append(result)
         if _within_probe_schema(result.text, cut=result.finish_reason == "length"):
             return
         raise LLMError(

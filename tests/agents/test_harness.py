@@ -70,7 +70,7 @@ def systems_over(backend, accounting):
     ]
 
 
-def run(items, tmp_path, *, backend=None, max_failed_share=0.2, concurrency=3):
+def run(items, tmp_path, *, backend=None, max_failed_share=0.2, concurrency=3, max_unparseable_share=1.0):
     backend = backend or Backend()
     accounting = Accounting()
     outputs = GenerationOutputs(generated_dir=str(tmp_path / "gen"), reports_dir=str(tmp_path / "rep"))
@@ -86,6 +86,7 @@ def run(items, tmp_path, *, backend=None, max_failed_share=0.2, concurrency=3):
             fixed_predictions={"baseline": [1] * len(items)},
             concurrency=concurrency,
             max_failed_share=max_failed_share,
+            max_unparseable_share=max_unparseable_share,
             progress=False,
         )
     )
@@ -212,10 +213,12 @@ def test_a_run_whose_replies_mostly_do_not_parse_fails_after_writing_its_outputs
     nothing failed (exit 0, coverage 0.00). Multiples of 5 get "hmm" (unparseable) from Backend."""
     from pipelines.agents.harness import UnparseableBudgetExceeded
 
-    with pytest.raises(UnparseableBudgetExceeded, match=r"single: 3 of 4 replies unparseable \(75% > max_unparse"):
-        run([5, 10, 15, 2], tmp_path)
+    with pytest.raises(UnparseableBudgetExceeded, match=r"9 of 12 replies unparseable \(75% > max_unparseable_sh"):
+        run([5, 10, 15, 2], tmp_path, max_unparseable_share=0.5)  # single: 3 of 4, pair: 6 of 8 ("5-0" is 5)
     assert len(read(tmp_path / "gen/predictions.jsonl")) == 4  # the outputs are written first
-    report, _ = run([5, 2, 4, 6], tmp_path / "fine")  # 1 of 4 unparseable: within the budget
+    report, _ = run([5, 2, 4, 6], tmp_path / "fine", max_unparseable_share=0.5)  # 3 of 12: within the budget
+    assert report.samples == 4
+    report, _ = run([5, 10, 15, 2], tmp_path / "unchecked")  # the harness's default checks nothing
     assert report.samples == 4
 
 

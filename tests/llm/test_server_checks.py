@@ -225,3 +225,19 @@ def test_n_copies_from_a_server_that_does_not_sample_are_noticed(caplog):
         result, copies = asyncio.run(main())
     assert [c.text for c in result.choices] == ["echo: hello"] * 3
     assert copies == 1 and "3 identical choices at temperature 0.8" in caplog.text
+
+
+def test_the_preflight_calls_are_counted_in_the_usage(tmp_path):
+    from pipelines.llm.client import LLMRuntime
+    from pipelines.llm.config import LLMConfig
+
+    async def main():
+        async with LoopbackServer() as srv:
+            spec = {"kind": "openai", "model": "m", "base_urls": [srv.url], "api_key_env": None}
+            runtime = LLMRuntime(LLMConfig(default=spec, cache=None))
+            await runtime.preflight()
+            await runtime.close()
+            return runtime.accounting.summary(), srv.count
+
+    summary, sent = asyncio.run(main())
+    assert sent == 2 and summary["preflight"]["calls"] == 2  # the one-token chat call and the schema check
