@@ -19,7 +19,8 @@ slot of the run's limit (:mod:`pipelines.agents.limits`) around the backend call
 calls are in flight the young generation of the garbage collector is collected less often
 (:class:`_YoungGenerationWhileBusy`).
 
-Re-asks that cannot help are skipped (:class:`ReaskWatch`): once a backend has answered
+Re-asks that cannot help are skipped (:class:`ReaskWatch`, for backends with ``watch_reasks``: the
+servers; a local or scripted backend samples as it is told): once a backend has answered
 ``ReaskWatch.after`` re-asks (``attempt > 0``) of a request with byte-identical text and never with
 other text (a greedy-only server), a later re-ask returns the earlier reply without a call, counted
 in ``skipped`` and warned about once.
@@ -197,18 +198,26 @@ class LLM:
         temperature > 0); all three are part of the cache key. Empty and content-filtered replies
         are returned but not cached. Raises :class:`LLMError` when the backend fails.
         """
+        params = params or self.default_params
+        if not getattr(self.backend, "watch_reasks", False):
+            return await self._busy_chat(messages, params, sample_index, attempt, tag)
         identity = self.backend.identity
         watch = self.reasks.key(identity, messages, sample_index, tag)
         skipped = self.reasks.skip(identity, watch, attempt)
         if skipped is not None:
             return skipped
-        _busy.enter()
-        try:
-            result = await self._chat(messages, params or self.default_params, sample_index, attempt, tag)
-        finally:
-            _busy.leave()
+        result = await self._busy_chat(messages, params, sample_index, attempt, tag)
         self.reasks.note(identity, watch, attempt, result)
         return result
+
+    async def _busy_chat(
+        self, messages: list[Message], params: SamplingParams, sample_index: int, attempt: int, tag: str
+    ) -> ChatResult:
+        _busy.enter()
+        try:
+            return await self._chat(messages, params, sample_index, attempt, tag)
+        finally:
+            _busy.leave()
 
     async def _chat(
         self, messages: list[Message], params: SamplingParams, sample_index: int, attempt: int, tag: str

@@ -101,6 +101,8 @@ class OpenAIBackend:
     ``where`` names the spec in params (``llm.default``, ``llm.roles.<role>``) for error messages.
     """
 
+    watch_reasks = True  # a server may not sample as asked: re-asks it answers identically are skipped (client.py)
+
     def __init__(self, spec: OpenAIBackendConfig, *, where: str = "llm.default", cache_path: str | None = None):
         self.spec = spec
         self.where = where

@@ -179,6 +179,7 @@ class Greedy:
     """A server that answers every request with the same text, whatever the temperature."""
 
     identity = "greedy-server"
+    watch_reasks = True
 
     def __init__(self):
         self.calls = 0
