@@ -96,7 +96,7 @@ def test_a_preset_replaces_its_run_whole_in_params_and_in_dvc_flags():
     merged = apply_profile(params, combine_profiles([preset, load_profile("smoke", root=ROOT)]))
     dpo = merged["train"]["dpo"]
     assert dpo["model"] == "models/base/MiniCPM-2B-sft-bf16" and dpo["output_dir"] == "models/dpo"
-    assert dpo["schedule"]["max_steps"] == 1 and "warmup_ratio" in dpo["schedule"]
+    assert dpo["schedule"]["max_steps"] == 3 and "warmup_ratio" in dpo["schedule"]
     assert "lm_head" not in dpo and merged["train"]["sft"] == apply_profile(
         params, load_profile("smoke", root=ROOT))["train"]["sft"]
     flags = set_flags(preset, params)

@@ -57,7 +57,7 @@ def test_step_2_a_preset_becomes_its_train_section_whole(project: Path) -> None:
     assert (dpo["dataset"], dpo["output_dir"], dpo["reports_dir"]) == folders
     assert dpo["data_card"] == "data/train/data_card.json"
     # the preset's schedule with the smoke profile's step count, nothing of the CPU demo section merged in
-    assert dpo["schedule"]["max_steps"] == 1 and dpo["schedule"]["num_train_epochs"] == 3
+    assert dpo["schedule"]["max_steps"] == 3 and dpo["schedule"]["num_train_epochs"] == 3
     assert "lm_head" not in dpo and "seed" not in dpo and dpo["tracking"]["group"] == "ram2c-dpo"
 
 
