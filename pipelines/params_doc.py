@@ -186,15 +186,18 @@ def render_page() -> str:
         "value stops the stage with the file, line and fix: [configuration](configuration.md)). `key[]` is",
         "an item of a list, `key.<name>` a value of a mapping, `key[kind=x]` the keys of that kind of a",
         "backend; `*` rows point to keys documented at another path. Each stage's `--help` lists its own",
-        "sections the same way. Sections' `llm` blocks inherit `default` and `cache` from the top-level `llm`.",
+        "sections the same way. Sections' `llm` blocks inherit `default` and `cache` from the top-level `llm`;",
+        "`train.<run>` is `train.sft` and `train.dpo`, each a whole set of these keys.",
         "",
     ]
     seen: dict[type, str] = {}
     for key, model in section_models():
-        out += [f"## {key}", "", " ".join((model.__doc__ or "").strip().split("\n\n")[0].split()), ""]
+        summary = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+        out += [f"## `{key}`", ""] + ([summary, ""] if summary else [])
         out += ["| key | type | default | description |", "|---|---|---|---|"]
         for row in model_rows(model, f"{key}.", seen):
-            out.append(f"| `{_cell(row.key)}` | {_cell(row.type)} | {_cell(row.default)} | {_cell(row.description)} |")
+            code = row.key.replace("|", "\\|")
+            out.append(f"| `{code}` | {_cell(row.type)} | {_cell(row.default)} | {_cell(row.description)} |")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -234,9 +237,9 @@ def all_models() -> list[type[BaseModel]]:
     return list(found)
 
 
-def missing_descriptions() -> list[str]:
-    """``module.Class.field`` of every field of :func:`all_models` without a description."""
-    return [f"{m.__module__}.{m.__qualname__}.{name}" for m in all_models()
+def missing_descriptions(models: list[type[BaseModel]] | None = None) -> list[str]:
+    """``module.Class.field`` of every field of ``models`` (default: :func:`all_models`) without a description."""
+    return [f"{m.__module__}.{m.__qualname__}.{name}" for m in (all_models() if models is None else models)
             for name, field in m.model_fields.items() if not (field.description or "").strip()]  # fmt: skip
 
 
