@@ -75,7 +75,7 @@ class KGCConfig(GenerationConfig):
         "sentence",
         description="json mode: every span is one of the sentence's own substrings (an enum per call; grounded "
         "decoding) | free: any string of up to team.bounds span_chars",
-    )  # json mode: spans limited to the sentence's substrings
+    )
     team: TeamConfig = Field(
         TeamConfig(),
         description="the CooperKGC team: members, rounds, demonstrations, answer bounds",

@@ -103,8 +103,9 @@ class OpenAIBackendConfig(_RoleSampling):
     )
     api_key_env: EnvVarName | None = Field(
         "OPENAI_API_KEY",
-        description="name of the environment variable holding the API key (never the key itself); null: no key sent",
-    )  # a pasted key is refused, not echoed
+        description="name of the environment variable holding the API key (a pasted key is refused, not echoed); "
+        "null: no key sent",
+    )
     max_concurrency: int | None = Field(
         None,
         ge=1,

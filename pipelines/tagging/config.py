@@ -65,17 +65,17 @@ class TaggingConfig(GenerationConfig):
         "wrong",
         description="a failed sample (crashed, unparsed, verdict hanging on a failed sub-task): wrong | \"no\" "
         "(predicted No) | omit (left out); coverage is reported beside",
-    )  # how a failed sample is scored
+    )
     size: SizeName = Field(
         "Base",
         description="Table 4's \"Model size\" row that llm.default fills (the paper: Base or Large)",
-    )  # the Table 4 row ("Model size") that llm.default fills: the paper's Base or Large
+    )
     sizes: dict[SizeName, BackendConfig] = Field(
         {},
         description="more rows: the LLM systems (team, single_llm) again on the evaluation split with another "
         "backend as llm.default (llm.roles kept), e.g. {Large: {kind: openai, model: Llama-3-70B-Instruct, "
         "base_urls: [...]}}",
-    )  # more rows: the LLM systems again with this backend as llm.default
+    )
     team: TeamConfig = Field(
         TeamConfig(),
         description="the multi-agent team: planner, solver, semantic and numerical judges",

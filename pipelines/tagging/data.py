@@ -51,7 +51,7 @@ class FieldMap(StrictModel):
         "semantic_label",
         description="optional label of the semantic part alone (a negative row is shown to the semantic judge as No "
         "only with it)",
-    )  # label of the semantic part alone (read like label)
+    )
 
 
 class TaggingDataConfig(StrictModel):
@@ -83,7 +83,7 @@ class TaggingDataConfig(StrictModel):
     limit: int | None = Field(
         None, ge=1,
         description="evaluated pairs of the evaluation split (seeded, spread over ids/labels/languages); null = all",
-    )  # null = every pair; 0 or less would evaluate nothing
+    )
     seed: int = Field(0, description="seed of the limit sample")
 
 

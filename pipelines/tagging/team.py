@@ -81,7 +81,7 @@ class TeamConfig(StrictModel):
         description="json mode: the program writer writes a line of Python, print(<condition over the variables>) "
         "(the paper's Instruction 2) | comparisons (JSON comparisons made into that line); text mode: a ```python "
         "block",
-    )  # the program writer's json-mode reply
+    )
     max_attempts: int = Field(
         2, ge=1,
         description="tries per agent when a reply does not parse (re-asked with the next sample index)",

@@ -32,7 +32,7 @@ class LoraSettings(StrictModel):
     target_modules: list[str] | None = Field(
         None,
         description="null = the family's targets (q/k/v/o/gate/up/down_proj; query_key_value for ChatGLM3)",
-    )  # None: the family's default targets
+    )
 
 
 class SFTSettings(StrictModel):
@@ -186,7 +186,7 @@ class TrainConfig(StrictModel):
         default=None, gt=0.0,
         description="max mean |Δ log p| between the trainer's head and the plain forward (any one token: 20x); null "
         "= 1e-3 (fp32), 5e-2 (bf16/fp16)",
-    )  # None: by dtype (head_probe.DEFAULT_TOLERANCE)
+    )
     resume: Literal["auto", "never"] = Field(
         "auto",
         description="auto = continue from the last checkpoint of the same run; never = from step 0 (old checkpoints "

@@ -32,22 +32,22 @@ class ReportInputs(StrictModel):
     make_datasets: str = Field(
         "reports/make_datasets/metrics.json",
         description="make_datasets: rows dropped (too long, ...) as shortfalls",
-    )  # rows dropped (too long, ...): shortfalls only
+    )
     build_kb: str = Field(
         "reports/build_kb/metrics.json",
         description="build_kb: knowledge-base kinds left with 0 chunks as shortfalls",
-    )  # knowledge-base kinds left empty: shortfalls only
+    )
     ablations: str = Field(
         "reports/ablations.json",
         description="the ablation set's tables (python -m pipelines.evaluation.ablation.experiments all)",
-    )  # the ablation set's tables (pipelines.evaluation.ablation.experiments)
+    )
 
 
 class ReportOutputs(StrictModel):
     reports_dir: str = Field(
         "reports",
-        description="summary.md, summary.html, plots/",
-    )  # summary.md, summary.html, plots/ (PNG + CSV for dvc plots)
+        description="summary.md, summary.html, plots/ (PNG + CSV for dvc plots)",
+    )
     traces_html: str = Field("reports/traces.html", description="the trace browser")
     metrics: str = Field(
         "reports/report/metrics.json",
