@@ -43,6 +43,7 @@ from pipelines.agents.shards import ShardConfig
 from pipelines.config import ConfigError, load_section
 from pipelines.errors import InputError
 from pipelines.io import remove_open_temporaries, remove_stale_temporaries_under, write_json_atomic
+from pipelines.params_doc import help_epilog
 from pipelines.tracking import StageRun, redact_values, stage_run
 
 T = TypeVar("T", bound=BaseModel)
@@ -177,7 +178,12 @@ def stage_setup_sections(
     Raises :class:`ConfigError` (file, line and fix in its message).
     """
     first = next(iter(sections))
-    parser = argparse.ArgumentParser(prog=f"stages.{stage}", description=f"DVC stage {stage}")
+    parser = argparse.ArgumentParser(
+        prog=f"stages.{stage}",
+        description=f"DVC stage {stage}",
+        epilog=help_epilog(sections),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     parser.add_argument("--section", default=first, help=f"params section (default: {first})")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")

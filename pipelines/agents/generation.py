@@ -37,14 +37,29 @@ class GenerationConfig(StrictModel):
     ROLES: ClassVar[tuple[str, ...]] = ()
     """The team's LLM roles: ``llm.roles`` may name only these."""
 
-    output_mode: Literal["text", "json"] = "json"
-    concurrency: int = Field(16, ge=1)  # LLM calls in flight over all samples (one limit)
-    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)  # more failed samples: outputs written, exit 1
-    max_unparseable_share: float = Field(0.5, ge=0.0, le=1.0)  # more unparseable replies (all systems): exit 1
-    llm: LLMConfig
+    output_mode: Literal["text", "json"] = Field(
+        "json",
+        description="json: each agent's reply constrained to its declared schema where the backend can (a non-JSON "
+        "reply falls back to the text parser) | text: the paper's free-text prompts and parsers",
+    )
+    concurrency: int = Field(
+        16, ge=1, description="LLM calls in flight over all samples (one limit; 64-256 on vLLM/API)"
+    )
+    max_failed_share: float = Field(
+        0.2, ge=0.0, le=1.0,
+        description="more failed samples (crashed, or an LLM call failed for good) than this share -> outputs and "
+        "failures.json written, exit 1",
+    )
+    max_unparseable_share: float = Field(
+        0.5, ge=0.0, le=1.0,
+        description="more unparseable replies than this share (over all systems) -> exit 1 after writing outputs",
+    )
+    llm: LLMConfig = Field(description="default (backend) and cache: the top-level llm's, unless set here")
     outputs: GenerationOutputs
-    shard: ShardConfig = ShardConfig()  # this run's part of the samples (--shard i/n); see pipelines.agents.shards
-    progress: bool = True
+    shard: ShardConfig = Field(
+        ShardConfig(), description="this run's part of the samples (set by --shard INDEX/COUNT; docs/runtime.md)"
+    )
+    progress: bool = Field(True, description="tqdm progress bars")
 
     @field_validator("llm")
     @classmethod

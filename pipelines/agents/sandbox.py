@@ -108,7 +108,10 @@ class SandboxLimits(StrictModel):
     cpu_time_s: float = Field(2.0, gt=0, description="CPU-seconds limit (RLIMIT_CPU, rounded up to whole seconds)")
     memory_mb: int = Field(256, ge=64, description="address-space limit in MiB (RLIMIT_AS)")
     max_output_bytes: int = Field(65536, ge=16, description="stdout+stderr cap; also the largest file it may write")
-    allowed_imports: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_IMPORTS))
+    allowed_imports: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ALLOWED_IMPORTS),
+        description="modules a program may import (plus the pure-computation stdlib modules they need)",
+    )
 
     @field_validator("allowed_imports")
     @classmethod

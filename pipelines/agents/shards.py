@@ -38,8 +38,8 @@ UNFINGERPRINTED = ("shard", "progress", "concurrency")  # top-level keys that ne
 class ShardConfig(StrictModel):
     """Which part of a generate stage's samples this run does: shard ``index`` of ``count``."""
 
-    index: int = Field(0, ge=0)
-    count: int = Field(1, ge=1)
+    index: int = Field(0, ge=0, description="this shard (0-based, below count)")
+    count: int = Field(1, ge=1, description="number of shards the samples are split into")
 
     @model_validator(mode="after")
     def _index_below_count(self) -> ShardConfig:

@@ -22,9 +22,9 @@ class SelfConsistencyConfig(StrictModel):
     """k samples of one expert at ``temperature``, majority vote; ``via``: ``n`` (one request with
     n = k) or ``sample_index`` (k requests)."""
 
-    k: int = Field(5, ge=1)
-    temperature: float = Field(0.7, gt=0.0, le=2.0)
-    via: Literal["n", "sample_index"] = "n"
+    k: int = Field(5, ge=1, description="samples of one expert per sentence")
+    temperature: float = Field(0.7, gt=0.0, le=2.0, description="sampling temperature of the samples")
+    via: Literal["n", "sample_index"] = Field("n", description="n: one request with n = k | sample_index: k requests")
 
 
 class SFTConfig(StrictModel):
@@ -33,28 +33,63 @@ class SFTConfig(StrictModel):
     an answer's extractions that match gold (a row when one does), ``answer`` the whole answer;
     both only for sentences whose final answer scores at least ``min_f1``."""
 
-    keep: Literal["correct", "answer"] = "correct"
-    min_f1: float = Field(0.0, ge=0.0, le=1.0)
+    keep: Literal["correct", "answer"] = Field(
+        "correct",
+        description="answer: the team's whole final answer | correct: only the extractions that match gold (a row "
+        "when one does: never a wrong target)",
+    )
+    min_f1: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="and only sentences whose final answer scores at least this F1 (0: any)",
+    )
 
 
 class OutputsConfig(GenerationOutputs):
     """The one place the stage's output folders are named (dvc.yaml lists the files in them)."""
 
-    generated_dir: str = "data/generated/kgc"
-    reports_dir: str = "reports/generate_kgc"
+    generated_dir: str = Field(
+        "data/generated/kgc",
+        description="predictions.jsonl, traces.jsonl, sft.jsonl (shards/I-of-N/ under it with --shard)",
+    )
+    reports_dir: str = Field(
+        "reports/generate_kgc", description="metrics.json, usage.json, failures.json, tables and plots"
+    )
 
 
 class KGCConfig(GenerationConfig):
     ROLES: ClassVar[tuple[str, ...]] = ROLES
-    datasets: list[DatasetConfig] = Field(min_length=1)
-    systems: list[Method] = Field(default_factory=lambda: ["cooperkgc", "autokg"], min_length=1)
-    shots: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    spans: Literal["sentence", "free"] = "sentence"  # json mode: spans limited to the sentence's substrings
-    team: TeamConfig = TeamConfig()
-    self_consistency: SelfConsistencyConfig = SelfConsistencyConfig()
-    embedder: EmbedderConfig = EmbedderConfig()
-    sft: SFTConfig = SFTConfig()
-    outputs: OutputsConfig = OutputsConfig()
+    datasets: list[DatasetConfig] = Field(
+        min_length=1,
+        description="datasets scored, one per file set in an official format; files read when all exist, else "
+        "fallback_files",
+    )
+    systems: list[Method] = Field(
+        default_factory=lambda: ["cooperkgc", "autokg"], min_length=1,
+        description="rows of the Table-2-style table: cooperkgc | autokg | chatie | coter | self_consistency",
+    )
+    shots: list[int] = Field(
+        default_factory=lambda: [0], min_length=1,
+        description="each system at each K (K-shot demonstrations by embedding distance), e.g. [0, 1] as in Table 2",
+    )
+    spans: Literal["sentence", "free"] = Field(
+        "sentence",
+        description="json mode: every span is one of the sentence's own substrings (an enum per call; grounded "
+        "decoding) | free: any string of up to team.bounds span_chars",
+    )
+    team: TeamConfig = Field(
+        TeamConfig(),
+        description="the CooperKGC team: members, rounds, demonstrations, answer bounds",
+    )
+    self_consistency: SelfConsistencyConfig = Field(
+        SelfConsistencyConfig(),
+        description="k samples of one expert, majority vote; via n (one request) | sample_index",
+    )
+    embedder: EmbedderConfig = Field(
+        EmbedderConfig(),
+        description="sentence embeddings for K-shot demonstrations (only loaded when shots > 0)",
+    )
+    sft: SFTConfig = Field(SFTConfig(), description="rows: the scored expert's round-0 prompt -> its final extractions")
+    outputs: OutputsConfig = Field(OutputsConfig(), description="output folders (dvc.yaml lists the files in them)")
 
     @field_validator("shots")
     @classmethod

@@ -65,17 +65,39 @@ class TeamConfig(StrictModel):
         default_factory=lambda: {
             "en": _members(("ner", "conllpp"), ("re", "nyt11_hrl"), ("ee", "ace05")),
             "zh": _members(("ner", "msra"), ("re", "duie2"), ("ee", "duee1")),
-        }
+        },
+        description="expert knowledge backgrounds per language (task + schema_name each; the paper's defaults); the "
+        "expert of a sentence's own task takes that dataset's schema",
     )
-    rounds: int = Field(4, ge=0)
-    simplification: bool = True
-    background: bool = True
-    ways: int = Field(1, ge=1)
-    max_attempts: int = Field(2, ge=1)
-    retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
-    max_tokens: dict[Literal["ner", "re", "ee"], int] = {}
-    bounds: dict[str, AnswerBounds] = Field(default_factory=lambda: dict(DEFAULT_BOUNDS))
-    json_types: Literal["names", "full"] = "names"
+    rounds: int = Field(4, ge=0, description="collaboration rounds after round 0 (the paper: 4); every round is scored")
+    simplification: bool = Field(
+        True,
+        description="replicas = schema-conforming results without reasoning (false: raw replies)",
+    )
+    background: bool = Field(
+        True,
+        description="opening statement + \"You are an excellent expert in ...\" (false: plain schema guidance)",
+    )
+    ways: int = Field(1, ge=1, description="N of N-way K-shot demonstrations (M = N x K nearest by embedding distance)")
+    max_attempts: int = Field(2, ge=1, description="tries per call when a reply does not parse")
+    retry_temperature: float | None = Field(
+        0.7, ge=0.0, le=2.0,
+        description="temperature of re-asks after a greedy attempt (null: keep)",
+    )
+    max_tokens: dict[Literal["ner", "re", "ee"], int] = Field(
+        {},
+        description="per-task caps, e.g. {ee: 128}; default: llm.sampling.max_tokens",
+    )
+    bounds: dict[str, AnswerBounds] = Field(
+        default_factory=lambda: dict(DEFAULT_BOUNDS),
+        description="json mode: caps written into the answer schema per language, so every schema-valid reply "
+        "closes within max_tokens",
+    )
+    json_types: Literal["names", "full"] = Field(
+        "names",
+        description="json mode: type names only in the prompt (the answer schema enforces the types and each event "
+        "type's roles) | full: the paper's list with head/tail types and roles",
+    )
 
 
 @dataclass

@@ -29,12 +29,12 @@ from pipelines.redaction import EnvVarName
 class SamplingConfig(StrictModel):
     """Default sampling parameters for an agent role (see :class:`SamplingParams`)."""
 
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(256, ge=1)
-    stop: list[str] = []
-    seed: int | None = None
-    n: int = Field(1, ge=1)
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature (0: greedy)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    max_tokens: int = Field(256, ge=1, description="reply length cap per call")
+    stop: list[str] = Field([], description="stop strings")
+    seed: int | None = Field(None, description="sampling seed (used when temperature > 0)")
+    n: int = Field(1, ge=1, description="choices per call")
 
     def to_params(self, **overrides) -> SamplingParams:
         data = self.model_dump() | overrides
@@ -51,7 +51,11 @@ class SamplingConfig(StrictModel):
 class _RoleSampling(StrictModel):
     """``sampling``: per-role overrides of ``llm.sampling`` (only the keys given are changed)."""
 
-    sampling: SamplingConfig | None = None
+    sampling: SamplingConfig | None = Field(
+        None,
+        description="in a role's entry: sampling keys overriding llm.sampling for that role (only the keys given); "
+        "not allowed on llm.default",
+    )
 
 
 class BatchModeConfig(StrictModel):
@@ -62,7 +66,7 @@ class BatchModeConfig(StrictModel):
     endpoint: str = Field(
         "/v1/chat/completions", description="the `url` of each input line and the batch's endpoint (GLM: /v4/...)"
     )
-    completion_window: str = "24h"
+    completion_window: str = Field("24h", description="completion window asked of the provider for each batch")
     poll_interval_s: float = Field(60.0, gt=0, description="seconds between GET /batches/{id} while waiting")
     settle_s: float = Field(0.05, gt=0, description="how often the collector checks whether the wave is complete")
     max_wait_s: float = Field(
@@ -86,27 +90,49 @@ class OpenAIBackendConfig(_RoleSampling):
     """Any OpenAI-compatible server; several ``base_urls`` form one least-loaded pool. ``mode: batch``
     sends the calls through the server's batch API instead (``batch`` says how; docs/batch.md)."""
 
-    kind: Literal["openai"]
-    model: str
-    base_urls: list[str] = Field(min_length=1)
-    api_key_env: EnvVarName | None = "OPENAI_API_KEY"  # a pasted key is refused, not echoed
+    kind: Literal["openai"] = Field(
+        description="openai: any OpenAI-compatible chat server (vLLM serve, transformers serve, OpenAI, GLM, ...)",
+    )
+    model: str = Field(
+        description="model name the server serves (vllm serve --served-model-name); checked against its /models "
+        "list (check_model)",
+    )
+    base_urls: list[str] = Field(
+        min_length=1,
+        description="server URLs ending in /v1 (http:// or https://); several form one least-loaded pool",
+    )
+    api_key_env: EnvVarName | None = Field(
+        "OPENAI_API_KEY",
+        description="name of the environment variable holding the API key (a pasted key is refused, not echoed); "
+        "null: no key sent",
+    )
     max_concurrency: int | None = Field(
         None,
         ge=1,
         description="requests in flight to this backend at most (None: no limit of its own; the stage's "
         "concurrency governs). A limit that makes calls wait is warned about once",
     )
-    timeout_s: float = Field(120.0, gt=0)
-    connect_timeout_s: float = Field(10.0, gt=0)
-    max_retries: int = Field(6, ge=0)
-    backoff_base_s: float = Field(0.5, gt=0)
-    backoff_max_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0, description="seconds a request may take before it is retried")
+    connect_timeout_s: float = Field(10.0, gt=0, description="seconds to open a connection")
+    max_retries: int = Field(
+        6, ge=0,
+        description="retries of a failed request (timeouts, 429, 5xx) before the call fails",
+    )
+    backoff_base_s: float = Field(0.5, gt=0, description="first wait between retries (doubled each retry, with jitter)")
+    backoff_max_s: float = Field(60.0, gt=0, description="longest wait between retries")
     max_retry_after_s: float = Field(
         120.0, gt=0, description="longest Retry-After honoured; a server asking for more fails the call at once"
     )
-    requests_per_minute: int | None = Field(None, ge=1)
-    tokens_per_minute: int | None = Field(None, ge=1)
-    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    requests_per_minute: int | None = Field(None, ge=1, description="client-side rate limit of requests (null: none)")
+    tokens_per_minute: int | None = Field(
+        None, ge=1,
+        description="client-side rate limit of prompt + completion tokens (null: none)",
+    )
+    structured_output: Literal["json_schema", "json_object", "none"] = Field(
+        "json_schema",
+        description="how an agent's JSON schema is sent: json_schema (response_format with the schema) | "
+        "json_object (JSON mode, schema in the prompt only) | none",
+    )
     check_model: bool = Field(
         True,
         description="at start, stop unless the server's /models list holds `model` (a server that lists no "
@@ -118,8 +144,15 @@ class OpenAIBackendConfig(_RoleSampling):
         description="attempts in a row on one server that get no answer (refused or dropped connections, "
         "timeouts) before it is taken out of the run; with every server out the stage's calls fail at once",
     )
-    mode: Literal["online", "batch"] = "online"
-    batch: BatchModeConfig = BatchModeConfig()
+    mode: Literal["online", "batch"] = Field(
+        "online",
+        description="online: one request per call | batch: through the provider's batch API at half price (see "
+        "batch; docs/batch.md)",
+    )
+    batch: BatchModeConfig = Field(
+        BatchModeConfig(),
+        description="how mode: batch waves are formed, submitted and polled",
+    )
 
     @field_validator("base_urls")
     @classmethod
@@ -133,14 +166,25 @@ class OpenAIBackendConfig(_RoleSampling):
 class TransformersBackendConfig(_RoleSampling):
     """A local model loaded with transformers; concurrent requests share one ``generate`` call."""
 
-    kind: Literal["transformers"]
-    model: str
-    adapter: str | None = None
-    device: str = "cpu"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
-    max_batch_size: int = Field(16, ge=1)
-    batch_wait_ms: float = Field(10.0, ge=0)
-    trust_remote_code: bool = False
+    kind: Literal["transformers"] = Field(
+        description="transformers: a local model folder loaded in this process (the offline default)",
+    )
+    model: str = Field(description="local model folder (e.g. models/base/smollm2-135m-instruct); nothing is downloaded")
+    adapter: str | None = Field(
+        None,
+        description="PEFT adapter folder merged into the model at load (e.g. models/sft/final); null: none",
+    )
+    device: str = Field("cpu", description="torch device: cpu | cuda | cuda:0 ...")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="dtype the model is loaded in",
+    )
+    max_batch_size: int = Field(
+        16, ge=1,
+        description="rows of one generate call at most (concurrent requests are batched; n > 1 counts n rows)",
+    )
+    batch_wait_ms: float = Field(10.0, ge=0, description="milliseconds a batch waits for more requests before it runs")
+    trust_remote_code: bool = Field(False, description="run the model folder's own Python code (MiniCPM, ChatGLM3)")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
     split_batch_tokens: int | None = Field(
         1024,
@@ -162,18 +206,28 @@ class VLLMBackendConfig(_RoleSampling):
     side; ``max_cpu_loras`` (None: vLLM uses ``max_loras``) are kept loaded in CPU memory.
     """
 
-    kind: Literal["vllm"]
-    model: str
-    adapter: str | None = None
-    tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    max_model_len: int | None = Field(None, ge=1)
+    kind: Literal["vllm"] = Field(description="vllm: vLLM's in-process engine on GPUs")
+    model: str = Field(description="local model folder")
+    adapter: str | None = Field(None, description="LoRA adapter folder applied per request (turns LoRA on); null: none")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs the model is split over")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1,
+        description="share of each GPU's memory vLLM may take (weights + KV cache)",
+    )
+    max_model_len: int | None = Field(
+        None, ge=1,
+        description="longest prompt + reply in tokens (null: the model's own)",
+    )
     enable_lora: bool | None = Field(None, description="None: LoRA on exactly when `adapter` is set")
-    max_lora_rank: int = Field(64, ge=1)
+    max_lora_rank: int = Field(
+        64, ge=1,
+        description="largest LoRA rank served; one of 1, 8, 16, 32, 64, 128, 256, 320, 512 (the next one up from "
+        "your rank)",
+    )
     max_loras: int = Field(2, ge=1, strict=True, description="adapters served side by side in one batch")
     max_cpu_loras: int | None = Field(None, ge=1, strict=True, description="adapters cached in CPU (>= max_loras)")
-    dtype: str = "auto"
-    trust_remote_code: bool = False
+    dtype: str = Field("auto", description="dtype vLLM loads the model in (auto: the model's own)")
+    trust_remote_code: bool = Field(False, description="run the model folder's own Python code (MiniCPM, ChatGLM3)")
 
     @property
     def lora_enabled(self) -> bool:
@@ -203,9 +257,9 @@ class VLLMBackendConfig(_RoleSampling):
 class ScriptedBackendConfig(_RoleSampling):
     """Tests only: replies from a JSONL file of recorded replies or rules."""
 
-    kind: Literal["scripted"]
-    model: str = "scripted"
-    replies: str
+    kind: Literal["scripted"] = Field(description="scripted: tests only, replies read from a file")
+    model: str = Field("scripted", description="name recorded in traces and usage")
+    replies: str = Field(description="JSONL file of recorded replies or rules")
 
 
 BackendConfig = Annotated[
@@ -217,7 +271,7 @@ BackendConfig = Annotated[
 class RoleSamplingConfig(StrictModel):
     """A role entry without ``kind``: the default backend with this role's own ``sampling``."""
 
-    sampling: SamplingConfig
+    sampling: SamplingConfig = Field(description="this role's sampling keys over llm.sampling, on the default backend")
 
 
 def _role_entry_kind(value: Any) -> str:
@@ -242,10 +296,24 @@ RoleConfig = Annotated[
 class LLMConfig(StrictModel):
     """The ``llm`` block of a stage: default backend, per-role backends and sampling, cache file."""
 
-    default: BackendConfig
-    roles: dict[str, RoleConfig] = {}
-    cache: str | None = "data/cache/llm.sqlite"
-    sampling: SamplingConfig = SamplingConfig()
+    default: BackendConfig = Field(
+        description="backend every role runs on unless roles names another (inherited from the top-level llm when "
+        "left out)",
+    )
+    roles: dict[str, RoleConfig] = Field(
+        {},
+        description="role -> its own backend spec (with optional sampling) or {sampling: ...} on the default "
+        "backend; only the section's own roles (another name is an error)",
+    )
+    cache: str | None = Field(
+        "data/cache/llm.sqlite",
+        description="request cache file (SQLite): a rerun repeats no finished call; null: off (inherited from the "
+        "top-level llm when left out)",
+    )
+    sampling: SamplingConfig = Field(
+        SamplingConfig(),
+        description="sampling of every role unless its roles entry overrides keys",
+    )
 
     @model_validator(mode="after")
     def _no_default_sampling(self) -> LLMConfig:

@@ -21,7 +21,7 @@ import copy
 import types
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pipelines.config import StrictModel
 from pipelines.llm.config import BackendConfig, LLMConfig
@@ -34,8 +34,14 @@ class SharedLLMConfig(StrictModel):
     """The top-level ``llm`` section: what every section's ``llm`` inherits (see the module docstring).
     Roles and sampling belong to the sections (``tagging.llm.roles``, ``kgc.llm.sampling`` ...)."""
 
-    default: BackendConfig
-    cache: str | None = "data/cache/llm.sqlite"
+    default: BackendConfig = Field(
+        description="backend spec of every role in every section (kind: transformers | openai | vllm | scripted; "
+        "keys below), unless a section's llm sets its own",
+    )
+    cache: str | None = Field(
+        "data/cache/llm.sqlite",
+        description="request cache: a rerun repeats no finished call (null: off); a section's llm.cache overrides it",
+    )
 
 
 def _llm_field(annotation: Any) -> tuple[bool, bool]:

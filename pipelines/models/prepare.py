@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
+
 from pipelines.config import StrictModel
 from pipelines.io import apply_umask_modes, write_json_atomic
 
@@ -41,13 +43,32 @@ CONVERTER_VERSION = 2  # bump when the conversion changes, so cached conversions
 class PrepareModelsConfig(StrictModel):
     """The ``prepare_models`` params section: where the default models go, in which dtype."""
 
-    chat_model_dir: str = "models/base/smollm2-135m-instruct"
-    embedder_dir: str = "models/base/all-minilm-l6-v2"
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    force: bool = False
-    smoke_prompt: str = "What is 3 + 4? Answer in one short sentence."
-    smoke_max_tokens: int = 16
-    reports_dir: str = "reports/prepare_models"
+    chat_model_dir: str = Field(
+        "models/base/smollm2-135m-instruct",
+        description="output: SmolLM2-135M-Instruct dequantised from the packaged GGUF (safetensors + tokenizer + "
+        "SOURCE.json)",
+    )
+    embedder_dir: str = Field(
+        "models/base/all-minilm-l6-v2",
+        description="output: the packaged all-MiniLM-L6-v2 sentence-transformers folder (+ SOURCE.json)",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="dtype the chat model is saved in: float32 | bfloat16 | float16",
+    )
+    force: bool = Field(
+        False,
+        description="true: convert/copy again even when the folder already holds the same conversion",
+    )
+    smoke_prompt: str = Field(
+        "What is 3 + 4? Answer in one short sentence.",
+        description="chat message answered after conversion as a smoke test (\"\" skips it)",
+    )
+    smoke_max_tokens: int = Field(16, description="length limit of that smoke reply")
+    reports_dir: str = Field(
+        "reports/prepare_models",
+        description="metrics.json (parameters, load_seconds, reply, source hashes) goes here",
+    )
 
 
 class MissingModelPackage(RuntimeError):

@@ -33,12 +33,18 @@ class SourceConfig(StrictModel):
     ``passages_per_chapter`` passages of about ``passage_chars`` characters.
     """
 
-    language: Language
-    path: str
-    fallback: str | None = None
-    chapters: list[int] | None = None
-    passages_per_chapter: int = Field(1, ge=1)
-    passage_chars: int = Field(700, ge=100)
+    language: Language = Field(description="en | zh: this book's language (ram2c.language picks the source)")
+    path: str = Field(
+        description="the book's text file, read in place when present (e.g. "
+        "../shared/data/tutoring/robinson_crusoe.txt)",
+    )
+    fallback: str | None = Field(None, description="read when path is missing (e.g. the project's own story)")
+    chapters: list[int] | None = Field(
+        None,
+        description="chapters of `path` (1-based; null = all; the fallback gives all of its own)",
+    )
+    passages_per_chapter: int = Field(1, ge=1, description="passages spread over each chapter")
+    passage_chars: int = Field(700, ge=100, description="about this many characters per passage (whole paragraphs)")
 
 
 def _default_sources() -> list[SourceConfig]:
@@ -56,11 +62,19 @@ def _default_sources() -> list[SourceConfig]:
 class TopicConfig(StrictModel):
     """Discussion questions over Bloom levels x learning directions, deduplicated by embedding."""
 
-    levels: list[Level] = Field(default_factory=lambda: list(LEVELS), min_length=1)
-    directions: list[str] = Field(
-        default_factory=lambda: ["character", "plot", "theme", "language", "connection"], min_length=1
+    levels: list[Level] = Field(
+        default_factory=lambda: list(LEVELS), min_length=1,
+        description="Bloom-style difficulty levels cycled over topics",
     )
-    excluded_themes: list[str] = Field(default_factory=lambda: ["religion"])
+    directions: list[str] = Field(
+        default_factory=lambda: ["character", "plot", "theme", "language", "connection"], min_length=1,
+        description="learning directions (pipelines/ram2c/agents/scenario.yaml)",
+    )
+    excluded_themes: list[str] = Field(
+        default_factory=lambda: ["religion"],
+        description="topics mentioning these themes are dropped and the writer is told to avoid them (paper: "
+        "religion)",
+    )
     oversample: float = Field(1.5, ge=1.0, description="candidates written per dialogue (before dedup)")
     max_similarity: float = Field(0.9, gt=0.0, le=1.0, description="cosine above which a topic is a duplicate")
 
@@ -74,14 +88,14 @@ class TopicConfig(StrictModel):
 
 
 class StudentConfig(StrictModel):
-    seed: int = 0
+    seed: int = Field(0, description="persona draw (grade, two traits, interest, reading level), distinct per dialogue")
 
 
 class GroupConfig(StrictModel):
     """One expert group: its name (T, P, E) and the retrieval group (``retrieval.groups`` key) it reads."""
 
-    name: GroupName
-    retrieval_group: str
+    name: GroupName = Field(description="group: T (teachers) | P (psychologists) | E (ethics experts)")
+    retrieval_group: str = Field(description="the retrieval.groups key whose kinds this group reads")
 
 
 def _default_groups() -> list[GroupConfig]:
@@ -98,9 +112,20 @@ class ReflectionConfig(StrictModel):
     (one ballot call per expert with a yes/no for every candidate) or ``per_document`` (one call per
     expert and candidate); either way every vote is recorded."""
 
-    candidates: int = Field(3, ge=1)
-    accept_share: float = Field(0.5, gt=0.0, le=1.0)
-    vote_call: Literal["per_expert", "per_document"] = "per_expert"
+    candidates: int = Field(
+        3, ge=1,
+        description="documents retrieved per group and turn (multi-query RRF), each voted on by every expert (5+ "
+        "for real runs)",
+    )
+    accept_share: float = Field(
+        0.5, gt=0.0, le=1.0,
+        description="a document needs at least this share of yes votes to be accepted",
+    )
+    vote_call: Literal["per_expert", "per_document"] = Field(
+        "per_expert",
+        description="per_expert: one ballot call per expert with a yes/no for every candidate (k calls per group) | "
+        "per_document: one call per (expert, candidate); every vote is recorded either way",
+    )
 
 
 class AblationConfig(StrictModel):
@@ -108,16 +133,26 @@ class AblationConfig(StrictModel):
     ``selection``: vote (group reflection), similarity (voting off: top retrieved documents),
     rerank (cross-encoder scores instead of votes; needs retrieval.rerank.model)."""
 
-    skip_groups: list[Literal["P", "E"]] = []
-    one_expert: bool = False
-    selection: Literal["vote", "similarity", "rerank"] = "vote"
+    skip_groups: list[Literal["P", "E"]] = Field([], description="[P] no P group, [E] no E group, [P, E] neither")
+    one_expert: bool = Field(False, description="true: one expert per group")
+    selection: Literal["vote", "similarity", "rerank"] = Field(
+        "vote",
+        description="vote (group reflection) | similarity (voting off: top retrieved) | rerank (cross-encoder; "
+        "needs retrieval.rerank.model)",
+    )
 
 
 class GateConfig(StrictModel):
     """Quality gates on each pair (see :mod:`pipelines.ram2c.gates`)."""
 
-    max_chars: dict[Language, int] = Field(default_factory=lambda: {"en": 1200, "zh": 500})
-    min_language_share: float = Field(0.5, ge=0.0, le=1.0)
+    max_chars: dict[Language, int] = Field(
+        default_factory=lambda: {"en": 1200, "zh": 500},
+        description="longer chosen or rejected replies are dropped",
+    )
+    min_language_share: float = Field(
+        0.5, ge=0.0, le=1.0,
+        description="share of letters in the dialogue's script below which a reply is in the wrong language",
+    )
 
 
 ROLES = ("topic_writer", "student", "drafter", "expert", "synthesizer", "query_rewriter")
@@ -127,21 +162,34 @@ ROLES = ("topic_writer", "student", "drafter", "expert", "synthesizer", "query_r
 class OutputsConfig(GenerationOutputs):
     """The one place the stage's output folders are named (dvc.yaml lists the files in them)."""
 
-    generated_dir: str = "data/generated/ram2c"
-    reports_dir: str = "reports/generate_ram2c"
-    llamafactory_name: str = "ram2c_preference"
+    generated_dir: str = Field(
+        "data/generated/ram2c",
+        description="dpo.jsonl, sft.jsonl, preference/, llamafactory/, dialogues/traces/dropped.jsonl",
+    )
+    reports_dir: str = Field("reports/generate_ram2c", description="metrics.json, usage.json")
+    llamafactory_name: str = Field("ram2c_preference", description="dataset name in llamafactory/dataset_info.json")
 
 
 class Ram2cConfig(GenerationConfig):
     ROLES: ClassVar[tuple[str, ...]] = ROLES
-    sources: list[SourceConfig] = Field(default_factory=_default_sources, min_length=1)
-    language: Language = "en"
-    dialogues: int = Field(6, ge=1)
-    turns: int = Field(1, ge=1)
-    topics: TopicConfig = TopicConfig()
-    students: StudentConfig = StudentConfig()
-    groups: list[GroupConfig] = Field(default_factory=_default_groups, min_length=1)
-    experts_per_group: int = Field(3, ge=1)
+    sources: list[SourceConfig] = Field(
+        default_factory=_default_sources, min_length=1,
+        description="one book per language; the first source in `language` is read",
+    )
+    language: Language = Field("en", description="en | zh: prompts, student, replies and the language gate")
+    dialogues: int = Field(6, ge=1, description="dialogues (one student persona each); the paper: 3,500")
+    turns: int = Field(1, ge=1, description="turns per dialogue (T); later turns answer the previous chosen reply")
+    topics: TopicConfig = Field(TopicConfig(), description="discussion topics written per dialogue")
+    students: StudentConfig = Field(StudentConfig(), description="simulated student personas")
+    groups: list[GroupConfig] = Field(
+        default_factory=_default_groups, min_length=1,
+        description="in order; each group names the retrieval group (retrieval.groups) it reads",
+    )
+    experts_per_group: int = Field(
+        3, ge=1,
+        description="k distinct expert personas per group, as in the issue and the paper's main runs (scenario.yaml "
+        "has 7 per group, as in the paper's Fig. 4 with 3, 5 and 7 voters); 1 = the one_expert ablation",
+    )
     expert_call: Literal["joint", "separate"] = Field(
         "joint",
         description="joint: one call per expert whose reply holds its analysis of its reference, then its revision "
@@ -155,12 +203,21 @@ class Ram2cConfig(GenerationConfig):
         description="longest analysis of an expert_call joint reply; json mode bounds it in the schema, so the "
         "revision keeps room within max_tokens.analyst_reviser",
     )
-    reflection: ReflectionConfig = ReflectionConfig()
-    ablation: AblationConfig = AblationConfig()
-    max_tokens: dict[Role, int] = {}
-    max_attempts: int = Field(2, ge=1)
-    retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
-    gates: GateConfig = GateConfig()
+    reflection: ReflectionConfig = Field(
+        ReflectionConfig(),
+        description="group reflection: retrieved documents voted on by the experts",
+    )
+    ablation: AblationConfig = Field(AblationConfig(), description="the paper's Table 3, one switch each")
+    max_tokens: dict[Role, int] = Field(
+        {},
+        description="reply caps per agent (small for the CPU default; 256-512 for real models)",
+    )
+    max_attempts: int = Field(2, ge=1, description="tries per agent when a reply does not parse")
+    retry_temperature: float | None = Field(
+        0.7, ge=0.0, le=2.0,
+        description="temperature of re-asks after a greedy attempt (null: keep)",
+    )
+    gates: GateConfig = Field(GateConfig(), description="filters of the chosen and rejected replies")
     n_rewrites: int | None = Field(
         None,
         ge=0,
@@ -168,7 +225,7 @@ class Ram2cConfig(GenerationConfig):
         description="rewrites of (topic, answer), one call per turn shared by the groups (None: retrieval.n_rewrites; "
         "used when the stage opens the retriever)",
     )
-    outputs: OutputsConfig = OutputsConfig()
+    outputs: OutputsConfig = Field(OutputsConfig(), description="output folders (dvc.yaml lists the files in them)")
 
     @model_validator(mode="after")
     def _groups_and_experts(self) -> Ram2cConfig:

@@ -42,20 +42,36 @@ class SourceConfig(StrictModel):
     the internal keys (:data:`RESERVED_METADATA`) nor start with ``_`` or ``chroma:``.
     """
 
-    name: str = Field(min_length=1)
-    kind: Kind
-    path: str
-    optional: bool = False
-    language: Literal["auto", "en", "zh"] = "auto"
-    text_fields: list[str] = Field(default_factory=lambda: ["text"], min_length=1)
-    id_field: str | None = None
-    metadata_fields: list[str] = []
-    replace: dict[str, str] = {}
-    max_records: int | None = Field(None, ge=1)
-    rows_per_document: int = Field(1, ge=1)
-    max_chunks: int | None = Field(None, ge=1)
-    extensions: list[Literal[".txt", ".md", ".jsonl", ".csv"]] = [".txt", ".md", ".jsonl", ".csv"]
-    dialogue: bool = False
+    name: str = Field(min_length=1, description="unique name; prefixes document ids (<name>/<file>#<record>)")
+    kind: Kind = Field(description="class_records | teaching_theory | psychology | safety | literature")
+    path: str = Field(description="file or folder (read recursively), relative to the project root")
+    optional: bool = Field(False, description="true: left out (and reported) when the path is absent (e.g. ../shared)")
+    language: Literal["auto", "en", "zh"] = Field("auto", description="auto | en | zh (auto: CJK share of characters)")
+    text_fields: list[str] = Field(
+        default_factory=lambda: ["text"], min_length=1,
+        description=".jsonl/.csv fields joined (one per line) into the document text",
+    )
+    id_field: str | None = Field(None, description="field naming each record (default: row number)")
+    metadata_fields: list[str] = Field(
+        [],
+        description="copied into chunk metadata (filterable: where={\"category\": ...})",
+    )
+    replace: dict[str, str] = Field(
+        {},
+        description="literal replacements in the text, e.g. {\"|EOM|\": \"\\n\"} (MathDial's turn separator)",
+    )
+    max_records: int | None = Field(None, ge=1, description="cap on rows read from the file")
+    rows_per_document: int = Field(
+        1, ge=1,
+        description="about this many consecutive rows per document (content-defined groups); null: one row per "
+        "document",
+    )
+    max_chunks: int | None = Field(None, ge=1, description="cap on chunks kept from this source")
+    extensions: list[Literal[".txt", ".md", ".jsonl", ".csv"]] = Field(
+        [".txt", ".md", ".jsonl", ".csv"],
+        description="file suffixes read from a folder",
+    )
+    dialogue: bool = Field(False, description="one utterance per line: line breaks end sentences")
 
     @field_validator("metadata_fields")
     @classmethod
@@ -73,9 +89,9 @@ class SourceConfig(StrictModel):
 class ChunkingConfig(StrictModel):
     """Sentence-aware chunking by characters (Chinese 。！？； and English . ! ? ; end sentences)."""
 
-    size: int = Field(200, ge=20)
-    overlap: int = Field(40, ge=0)
-    min_length: int = Field(20, ge=1)
+    size: int = Field(200, ge=20, description="max characters per chunk (RAM2C: 200)")
+    overlap: int = Field(40, ge=0, description="characters of whole trailing sentences repeated in the next chunk")
+    min_length: int = Field(20, ge=1, description="chunks shorter than this are dropped")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
@@ -87,14 +103,20 @@ class ChunkingConfig(StrictModel):
 class EmbedderConfig(StrictModel):
     """``sentence_transformers``: a local folder (offline default); ``bge_m3``: FlagEmbedding BGE-M3."""
 
-    kind: Literal["sentence_transformers", "bge_m3"] = "sentence_transformers"
-    path: str = "models/base/all-minilm-l6-v2"
-    batch_size: int = Field(64, ge=1)
-    device: str = "cpu"
-    max_length: int = Field(256, ge=8)
-    query_prefix: str = ""
-    use_fp16: bool = False
-    sparse: bool = False
+    kind: Literal["sentence_transformers", "bge_m3"] = Field(
+        "sentence_transformers",
+        description="sentence_transformers (offline default) | bge_m3 (FlagEmbedding, real runs)",
+    )
+    path: str = Field(
+        "models/base/all-minilm-l6-v2",
+        description="local model folder (bge_m3: e.g. models/base/bge-m3); never downloaded",
+    )
+    batch_size: int = Field(64, ge=1, description="texts per forward pass")
+    device: str = Field("cpu", description="cpu | cuda | cuda:0 ...")
+    max_length: int = Field(256, ge=8, description="max tokens per text")
+    query_prefix: str = Field("", description="prepended to queries only (instruction-tuned embedders)")
+    use_fp16: bool = Field(False, description="bge_m3 only: half precision on GPU")
+    sparse: bool = Field(False, description="bge_m3 only: also store lexical weights for hybrid scoring")
 
 
 class ChromaServerConfig(StrictModel):
@@ -102,10 +124,13 @@ class ChromaServerConfig(StrictModel):
     host of the cluster); ``token_env`` names an environment variable holding a bearer token for a
     server behind token authentication (never the token itself)."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
-    ssl: bool = False
-    token_env: str | None = None
+    host: str = Field("127.0.0.1", description="host the Chroma server listens on")
+    port: int = Field(8000, ge=1, le=65535, description="its port")
+    ssl: bool = Field(False, description="connect over HTTPS")
+    token_env: str | None = Field(
+        None,
+        description="name of an environment variable holding a bearer token (never the token itself); null: no token",
+    )
 
 
 class StoreConfig(StrictModel):
@@ -117,29 +142,55 @@ class StoreConfig(StrictModel):
     server keeps its files (``chroma run --path <path>``) and where build_kb writes the manifest.
     """
 
-    path: str = "data/kb"
-    collection_prefix: str = "edumas_"
-    backend: Literal["persistent", "server"] = "persistent"
-    server: ChromaServerConfig = ChromaServerConfig()
+    path: str = Field(
+        "data/kb",
+        description="Chroma PersistentClient folder (DVC out); backend server: the server's --path",
+    )
+    collection_prefix: str = Field("edumas_", description="collections are <prefix><kind>")
+    backend: Literal["persistent", "server"] = Field(
+        "persistent",
+        description="persistent (this folder, one machine) | server (a Chroma server shared by many shards)",
+    )
+    server: ChromaServerConfig = Field(
+        ChromaServerConfig(),
+        description="backend server: `chroma run --path data/kb --host 0.0.0.0 --port 8000`; token_env names a "
+        "bearer-token variable",
+    )
 
 
 class QualityConfig(StrictModel):
     """Labelled query set scored by recall@k and MRR (dense only vs. multi-query RRF)."""
 
-    enabled: bool = True
-    queries: str = "data/kb_eval/queries.jsonl"
-    ks: list[int] = Field(default_factory=lambda: [1, 3, 5], min_length=1)
-    llm: LLMConfig | None = None
+    enabled: bool = Field(True, description="score retrieval on the labelled queries after the build")
+    queries: str = Field(
+        "data/kb_eval/queries.jsonl",
+        description="labelled queries JSONL: {\"id\", \"query\", \"group\"|\"kinds\", \"relevant\": [doc ids]}",
+    )
+    ks: list[int] = Field(
+        default_factory=lambda: [1, 3, 5], min_length=1,
+        description="recall@k cut-offs (MRR is over the top max(ks))",
+    )
+    llm: LLMConfig | None = Field(
+        None,
+        description="LLM of the multi-query rewrites (role query_rewriter): {} = the top-level llm; null: no "
+        "rewrites",
+    )
 
 
 class BuildKBConfig(StrictModel):
     """The ``build_kb`` section."""
 
-    sources: list[SourceConfig] = Field(min_length=1)
-    chunking: ChunkingConfig = ChunkingConfig()
-    embedder: EmbedderConfig = EmbedderConfig()
-    store: StoreConfig = StoreConfig()
-    quality: QualityConfig = QualityConfig()
+    sources: list[SourceConfig] = Field(
+        min_length=1,
+        description="every input of the knowledge bases; one kind per source",
+    )
+    chunking: ChunkingConfig = Field(ChunkingConfig(), description="how documents are cut into chunks")
+    embedder: EmbedderConfig = Field(EmbedderConfig(), description="the embedding model of the chunks and queries")
+    store: StoreConfig = Field(StoreConfig(), description="the Chroma store")
+    quality: QualityConfig = Field(
+        QualityConfig(),
+        description="retrieval quality scored on labelled queries after the build",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> BuildKBConfig:
@@ -153,13 +204,16 @@ class BuildKBConfig(StrictModel):
 class RerankConfig(StrictModel):
     """Optional cross-encoder rerank of the fused candidates (FlagReranker)."""
 
-    enabled: bool = False
-    model: str = "models/base/bge-reranker-v2-m3"
-    batch_size: int = Field(16, ge=1)
-    max_length: int = Field(512, ge=8)
-    device: str = "cpu"
-    use_fp16: bool = False
-    candidates: int = Field(20, ge=1)
+    enabled: bool = Field(False, description="cross-encoder rerank of the fused candidates (FlagReranker)")
+    model: str = Field(
+        "models/base/bge-reranker-v2-m3",
+        description="local folder of the cross-encoder (real runs: bge-reranker-v2-m3)",
+    )
+    batch_size: int = Field(16, ge=1, description="pairs per forward pass")
+    max_length: int = Field(512, ge=8, description="max tokens per (query, passage) pair")
+    device: str = Field("cpu", description="cpu | cuda")
+    use_fp16: bool = Field(False, description="half precision on GPU")
+    candidates: int = Field(20, ge=1, description="fused candidates passed to the reranker")
 
 
 def _default_groups() -> dict[str, list[str]]:
@@ -173,15 +227,27 @@ def _default_groups() -> dict[str, list[str]]:
 class RetrievalConfig(StrictModel):
     """The ``retrieval`` section: how expert groups query the knowledge bases."""
 
-    groups: dict[str, list[Kind]] = Field(default_factory=_default_groups)
-    top_k: int = Field(5, ge=1)
-    per_query_k: int = Field(10, ge=1)
-    n_rewrites: int = Field(2, ge=0)
-    rrf_k: int = Field(60, ge=1)
-    original_weight: float = Field(1.0, gt=0.0)
-    sparse_weight: float = Field(0.0, ge=0.0)
-    rewrite_language: Literal["auto", "en", "zh"] = "auto"
-    rewrite_max_tokens: int = Field(96, ge=8)
-    rewrite_temperature: float = Field(0.0, ge=0.0, le=2.0)
-    rewrite_output_mode: Literal["text", "json"] = "text"
-    rerank: RerankConfig = RerankConfig()
+    groups: dict[str, list[Kind]] = Field(
+        default_factory=_default_groups,
+        description="which kinds each expert group reads",
+    )
+    top_k: int = Field(5, ge=1, description="results returned per retrieval")
+    per_query_k: int = Field(10, ge=1, description="candidates per query (original and each rewrite) before fusion")
+    n_rewrites: int = Field(2, ge=0, description="LLM rewrites per query (0: dense single query)")
+    rrf_k: int = Field(60, ge=1, description="reciprocal-rank-fusion constant k in 1/(k + rank)")
+    original_weight: float = Field(
+        1.0, gt=0.0,
+        description="RRF weight of the original query's list (rewrites weigh 1)",
+    )
+    sparse_weight: float = Field(0.0, ge=0.0, description=">0 with bge_m3 sparse: score = dense + w * lexical")
+    rewrite_language: Literal["auto", "en", "zh"] = Field(
+        "auto",
+        description="prompt language for rewrites: auto | en | zh",
+    )
+    rewrite_max_tokens: int = Field(96, ge=8, description="max tokens of one rewrite reply")
+    rewrite_temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature of the rewriter")
+    rewrite_output_mode: Literal["text", "json"] = Field(
+        "text",
+        description="json: the reply is constrained to {\"rewrites\": [...]}; text: numbered lines",
+    )
+    rerank: RerankConfig = Field(RerankConfig(), description="cross-encoder reranking of the fused candidates")

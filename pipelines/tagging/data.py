@@ -37,29 +37,54 @@ log = logging.getLogger(__name__)
 class FieldMap(StrictModel):
     """Which column holds what; ``null`` for an optional column the file lacks."""
 
-    definition: str = "definition"
-    question: str = "question"
-    label: str = "label"
-    id: str | None = "id"
-    knowledge_id: str | None = "knowledge_id"
-    language: str | None = "language"
-    rationale: str | None = "rationale"
-    semantic_label: str | None = "semantic_label"  # label of the semantic part alone (read like label)
+    definition: str = Field("definition", description="knowledge definition text k")
+    question: str = Field("question", description="question text q")
+    label: str = Field("label", description="y, read through positive_labels / negative_labels")
+    id: str | None = Field("id", description="row id (null: row-<line number>)")
+    knowledge_id: str | None = Field(
+        "knowledge_id",
+        description="knowledge id for per-id metrics (null: k-<sha1 of definition>)",
+    )
+    language: str | None = Field("language", description="en | zh per row (null: default_language)")
+    rationale: str | None = Field("rationale", description="optional worked verdict used in CoT demonstrations")
+    semantic_label: str | None = Field(
+        "semantic_label",
+        description="optional label of the semantic part alone (a negative row is shown to the semantic judge as No "
+        "only with it)",
+    )
 
 
 class TaggingDataConfig(StrictModel):
     """Where the labelled pairs are and how to read them."""
 
-    path: str = "data/tagging/demo.jsonl"
-    format: Literal["auto", "jsonl", "csv"] = "auto"
-    fields: FieldMap = FieldMap()
-    positive_labels: list[str] = ["1", "yes", "true", "y", "是"]
-    negative_labels: list[str] = ["0", "no", "false", "n", "否"]
-    default_language: Literal["en", "zh"] = "en"
-    languages: list[Literal["en", "zh"]] | None = None
-    knowledge_ids: list[str] | None = None
-    limit: int | None = Field(None, ge=1)  # null = every pair; 0 or less would evaluate nothing
-    seed: int = 0
+    path: str = Field(
+        "data/tagging/demo.jsonl",
+        description="labelled pairs file (JSONL or CSV), e.g. the project's demo set data/tagging/demo.jsonl",
+    )
+    format: Literal["auto", "jsonl", "csv"] = Field(
+        "auto",
+        description="auto (by suffix: .csv/.tsv -> csv, else jsonl) | jsonl | csv",
+    )
+    fields: FieldMap = Field(FieldMap(), description="column -> meaning; null for a column the file lacks")
+    positive_labels: list[str] = Field(
+        ["1", "yes", "true", "y", "是"],
+        description="label values meaning \"q tests k\" (case-insensitive)",
+    )
+    negative_labels: list[str] = Field(
+        ["0", "no", "false", "n", "否"],
+        description="label values meaning \"q does not test k\"",
+    )
+    default_language: Literal["en", "zh"] = Field("en", description="language of rows without a language column")
+    languages: list[Literal["en", "zh"]] | None = Field(
+        None,
+        description="keep only these languages, e.g. [zh]; null = all",
+    )
+    knowledge_ids: list[str] | None = Field(None, description="keep only these knowledge ids; null = all")
+    limit: int | None = Field(
+        None, ge=1,
+        description="evaluated pairs of the evaluation split (seeded, spread over ids/labels/languages); null = all",
+    )
+    seed: int = Field(0, description="seed of the limit sample")
 
 
 @dataclass

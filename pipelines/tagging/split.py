@@ -44,10 +44,22 @@ class EmptyEvaluationSplit(StageError):
 class SplitConfig(StrictModel):
     """Generation split (SFT rows, demonstrations, baseline training) vs held-out evaluation split."""
 
-    by: Literal["row", "concept"] = "row"
-    evaluation_share: float = Field(0.67, gt=0.0, le=1.0)
-    seed: int = 0
-    generation_limit: int | None = Field(None, ge=0)  # generation rows the team runs on (SFT); null = all
+    by: Literal["row", "concept"] = Field(
+        "row",
+        description="row (stratified by label and concept) | concept (whole knowledge ids, all languages of an id "
+        "together)",
+    )
+    evaluation_share: float = Field(
+        0.67, gt=0.0, le=1.0,
+        description="share of rows (by row) or of rows in whole concepts (by concept) held out for evaluation: 72 "
+        "of 108 demo rows",
+    )
+    seed: int = Field(0, description="seed of the split")
+    generation_limit: int | None = Field(
+        None, ge=0,
+        description="generation pairs the team runs on for SFT rows (seeded); null = all. With 8 pairs a team right "
+        "on half of them without a failed sub-task leaves 0 SFT rows with probability 0.5^8 = 0.4% (2 pairs: 25%)",
+    )
 
 
 @dataclass
@@ -158,13 +170,33 @@ class DemoConfig(StrictModel):
     """Demonstrations shown to the single LLM and the semantic judge (and the planner's examples'
     choice): from the generation split only, never an evaluated row."""
 
-    pool_per_concept: int = Field(3, ge=0)
-    k: int = Field(2, ge=0)
-    fallback: Literal["other_concepts", "file", "none"] = "other_concepts"
-    file: TaggingDataConfig | None = None
-    strategy: Literal["random", "nearest"] = "random"
-    embedding_model: str = "models/base/all-minilm-l6-v2"
-    seed: int = 0
+    pool_per_concept: int = Field(
+        3, ge=0,
+        description="generation rows per (knowledge id, language) kept as that concept's pool",
+    )
+    k: int = Field(
+        2, ge=0,
+        description="demonstrations shown to the single LLM, and the planner's worked examples shown",
+    )
+    fallback: Literal["other_concepts", "file", "none"] = Field(
+        "other_concepts",
+        description="a concept with fewer than k rows is topped up from: other_concepts (generation split) | file | "
+        "none",
+    )
+    file: TaggingDataConfig | None = Field(
+        None,
+        description="fallback: file -> a labelled file read like tagging.data, e.g. {path: data/tagging/demo.jsonl}",
+    )
+    strategy: Literal["random", "nearest"] = Field(
+        "random",
+        description="random (seeded) | nearest (closest to the definition by embedding); also picks the planner's k "
+        "examples and the semantic judge's shipped example pair",
+    )
+    embedding_model: str = Field(
+        "models/base/all-minilm-l6-v2",
+        description="sentence-transformers folder for strategy: nearest",
+    )
+    seed: int = Field(0, description="seed of the pool / random choice")
 
 
 def _balanced(rows: list[TaggingExample]) -> list[TaggingExample]:

@@ -54,28 +54,73 @@ WHOLE_DEFINITION = {"en": "Does the question satisfy the whole definition?", "zh
 class AgentSampling(StrictModel):
     """One agent's sampling overrides (null keeps the role's ``llm.sampling`` / ``llm.roles.<role>.sampling``)."""
 
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(None, ge=1)
-    stop: list[str] | None = None
-    seed: int | None = None
-    n: int | None = Field(None, ge=1)
+    temperature: float | None = Field(
+        None, ge=0.0, le=2.0,
+        description="sampling temperature of this agent (null: llm.sampling's)",
+    )
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description="nucleus sampling mass (null: llm.sampling's)")
+    max_tokens: int | None = Field(
+        None, ge=1,
+        description="reply cap of this agent (null: team.max_tokens, else llm.sampling's)",
+    )
+    stop: list[str] | None = Field(None, description="stop strings (null: llm.sampling's)")
+    seed: int | None = Field(None, description="sampling seed (null: llm.sampling's)")
+    n: int | None = Field(None, ge=1, description="choices per call (null: llm.sampling's)")
 
 
 class TeamConfig(StrictModel):
     """How the team runs (see the module docstring)."""
 
-    failure_policy: Literal["no", "semantic"] = "no"
-    program: Literal["python", "comparisons"] = "python"  # the program writer's json-mode reply
-    max_attempts: int = Field(2, ge=1)
-    retry_temperature: float | None = Field(0.7, ge=0.0, le=2.0)
-    max_constraints: int = Field(5, ge=1)
-    plan_attempts: int = Field(2, ge=1)
-    max_tokens: dict[AgentName, int] = {}
-    sampling: dict[AgentName, AgentSampling] = {}
-    semantic_demonstrations: bool = True
-    sandbox: SandboxLimits = SandboxLimits()
-    sandbox_concurrency: int = Field(8, ge=1)
+    failure_policy: Literal["no", "semantic"] = Field(
+        "no",
+        description="failed sub-task -> \"no\" (sub-constraint fails) | semantic (re-judge a failed numerical check "
+        "semantically). Quote \"no\".",
+    )
+    program: Literal["python", "comparisons"] = Field(
+        "python",
+        description="json mode: the program writer writes a line of Python, print(<condition over the variables>) "
+        "(the paper's Instruction 2) | comparisons (JSON comparisons made into that line); text mode: a ```python "
+        "block",
+    )
+    max_attempts: int = Field(
+        2, ge=1,
+        description="tries per agent when a reply does not parse (re-asked with the next sample index)",
+    )
+    retry_temperature: float | None = Field(
+        0.7, ge=0.0, le=2.0,
+        description="temperature of re-asks after a greedy attempt (null: keep)",
+    )
+    max_constraints: int = Field(
+        5, ge=1,
+        description="sub-constraints kept from the plan (5 for real models); cut ones are counted (metrics: "
+        "plan_truncation)",
+    )
+    plan_attempts: int = Field(
+        2, ge=1,
+        description="tries of the shared per-definition plan on an LLM error (a failed plan is never shared)",
+    )
+    max_tokens: dict[AgentName, int] = Field(
+        {},
+        description="per-agent reply caps in text mode (default: llm.sampling.max_tokens). In json mode each "
+        "agent's cap is the longest reply its schema admits, so a reply always closes: planner 663 (2 "
+        "sub-constraints), solver 437, semantic_judge and single_llm 274, arg_extractor 330, program_writer 460 "
+        "(335 comparisons)",
+    )
+    sampling: dict[AgentName, AgentSampling] = Field(
+        {},
+        description="per-agent overrides of temperature, top_p, max_tokens, stop, seed, n, e.g. {semantic_judge: "
+        "{n: 3, temperature: 0.7}}",
+    )
+    semantic_demonstrations: bool = Field(
+        True,
+        description="show the semantic judge a positive and a negative example (the concept's rows, else "
+        "semantic_examples.jsonl)",
+    )
+    sandbox: SandboxLimits = Field(SandboxLimits(), description="limits of each numerical-judge program run")
+    sandbox_concurrency: int = Field(
+        8, ge=1,
+        description="programs run at once (the sandbox also caps at 2 x CPU count)",
+    )
 
     @field_validator("failure_policy", mode="before")
     @classmethod

@@ -26,49 +26,86 @@ DPO_LOSSES = Literal["sigmoid", "hinge", "ipo", "robust", "bco_pair", "sppo_hard
 
 
 class LoraSettings(StrictModel):
-    r: int = Field(default=16, ge=1)
-    alpha: int = Field(default=32, ge=1)
-    dropout: float = Field(default=0.05, ge=0.0, lt=1.0)
-    target_modules: list[str] | None = None  # None: the family's default targets
+    r: int = Field(default=16, ge=1, description="LoRA rank")
+    alpha: int = Field(default=32, ge=1, description="LoRA scaling alpha")
+    dropout: float = Field(default=0.05, ge=0.0, lt=1.0, description="LoRA dropout")
+    target_modules: list[str] | None = Field(
+        None,
+        description="null = the family's targets (q/k/v/o/gate/up/down_proj; query_key_value for ChatGLM3)",
+    )
 
 
 class SFTSettings(StrictModel):
-    completion_only_loss: bool = True
-    packing: bool = False
+    completion_only_loss: bool = Field(
+        True,
+        description="loss only on the assistant completion, not on system/user tokens",
+    )
+    packing: bool = Field(False, description="pack several short rows into one max_length sequence (SFT only)")
 
 
 class DPOSettings(StrictModel):
-    beta: float = Field(default=0.1, gt=0.0)
-    loss_type: DPO_LOSSES = "sigmoid"
-    label_smoothing: float = Field(default=0.0, ge=0.0, lt=0.5)
-    reference_model: str | None = None
-    precompute_ref_log_probs: bool = False
+    beta: float = Field(default=0.1, gt=0.0, description="DPO temperature: higher = stay closer to the reference")
+    loss_type: DPO_LOSSES = Field(
+        "sigmoid",
+        description="sigmoid (DPO) | ipo | hinge | robust | bco_pair | sppo_hard | nca_pair | apo_zero | apo_down",
+    )
+    label_smoothing: float = Field(
+        default=0.0, ge=0.0, lt=0.5,
+        description="conservative / robust DPO smoothing in [0, 0.5)",
+    )
+    reference_model: str | None = Field(
+        None,
+        description="full tuning only: frozen reference folder (null = the base model); LoRA uses the base with the "
+        "adapter disabled",
+    )
+    precompute_ref_log_probs: bool = Field(
+        False,
+        description="compute reference log-probs once before training (frees the reference model)",
+    )
 
 
 class ScheduleSettings(StrictModel):
-    max_steps: int = -1
-    num_train_epochs: float = Field(default=1.0, gt=0.0)
-    learning_rate: float = Field(default=2e-4, gt=0.0)
-    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "cosine"
-    warmup_ratio: float = Field(default=0.03, ge=0.0, lt=1.0)
-    weight_decay: float = Field(default=0.0, ge=0.0)
-    max_grad_norm: float = Field(default=1.0, gt=0.0)
-    per_device_train_batch_size: int = Field(default=2, ge=1)
-    per_device_eval_batch_size: int = Field(default=2, ge=1)
-    gradient_accumulation_steps: int = Field(default=1, ge=1)
-    gradient_checkpointing: bool = False
-    optim: str = "adamw_torch"
-    logging_steps: int = Field(default=1, ge=1)
-    eval_steps: int | None = Field(default=None, ge=1)
-    save_steps: int = Field(default=50, ge=1)
-    save_total_limit: int = Field(default=2, ge=1)
+    max_steps: int = Field(-1, description="> 0 overrides num_train_epochs; -1: train num_train_epochs")
+    num_train_epochs: float = Field(default=1.0, gt=0.0, description="epochs when max_steps is -1")
+    learning_rate: float = Field(default=2e-4, gt=0.0, description="peak learning rate")
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
+        "cosine",
+        description="linear | cosine | constant | constant_with_warmup",
+    )
+    warmup_ratio: float = Field(default=0.03, ge=0.0, lt=1.0, description="share of steps for linear warmup")
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay")
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="gradient clipping")
+    per_device_train_batch_size: int = Field(default=2, ge=1, description="micro-batch per device (DPO: pairs)")
+    per_device_eval_batch_size: int = Field(default=2, ge=1, description="eval micro-batch per device")
+    gradient_accumulation_steps: int = Field(
+        default=1, ge=1,
+        description="effective batch = micro-batch x devices x this",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="trade compute for activation memory (on for the GPU presets)",
+    )
+    optim: str = Field("adamw_torch", description="any transformers optimizer name (paged_adamw_8bit for QLoRA)")
+    logging_steps: int = Field(default=1, ge=1, description="log loss every N steps (reports/train/<method>/loss.csv)")
+    eval_steps: int | None = Field(
+        default=None, ge=1,
+        description="evaluate every N steps; null = only once at the end (when an eval split exists)",
+    )
+    save_steps: int = Field(default=50, ge=1, description="checkpoint every N steps (resume point after a kill)")
+    save_total_limit: int = Field(default=2, ge=1, description="keep the newest N checkpoints")
 
 
 class TrackingSettings(StrictModel):
-    project: str = "edumas"
-    group: str | None = None
-    run_name: str | None = None
-    report_to: Literal["wandb", "none"] = "wandb"
+    project: str = Field("edumas", description="W&B project")
+    group: str | None = Field(None, description="W&B group (null = DVC_EXP_NAME when set)")
+    run_name: str | None = Field(
+        None,
+        description="W&B run name (null = <method>-<tuning>-<model folder>); -<DVC_EXP_NAME> is appended",
+    )
+    report_to: Literal["wandb", "none"] = Field(
+        "wandb",
+        description="wandb | none; offline unless WANDB_API_KEY/WANDB_MODE; EDUMAS_TRACKING=0 turns it off",
+    )
 
 
 BASE_MODELS_DIR = "models/base"  # base model folders: models/base/<name> (prepare_models, or downloaded there)
@@ -86,31 +123,78 @@ def convention_paths(method: str) -> dict[str, str]:
 
 
 class TrainConfig(StrictModel):
-    method: Literal["sft", "dpo"]
-    model: str
-    family: str = "auto"
-    trust_remote_code: bool | None = None
-    dataset: str  # filled from convention_paths(method) when left out
-    data_card: str | None = f"{DATASETS_DIR}/data_card.json"  # null: no card (nothing checked)
-    output_dir: str  # filled from convention_paths(method) when left out
-    tuning: Literal["lora", "qlora", "full"] = "lora"
-    lora: LoraSettings = LoraSettings()
-    sft: SFTSettings = SFTSettings()
-    dpo: DPOSettings = DPOSettings()
-    max_length: int = Field(default=1024, ge=16)
-    schedule: ScheduleSettings = ScheduleSettings()
-    seed: int = 42
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    method: Literal["sft", "dpo"] = Field(description="sft (trl SFTTrainer) | dpo (trl DPOTrainer)")
+    model: str = Field(description="local base model folder models/base/<name> (nothing is downloaded at run time)")
+    family: str = Field(
+        "auto",
+        description="auto | qwen2 | llama | minicpm | chatglm3; must agree with config.model_type",
+    )
+    trust_remote_code: bool | None = Field(
+        None,
+        description="null = the family's default (true for MiniCPM and ChatGLM3)",
+    )
+    dataset: str = Field(
+        description="make_datasets output this run trains on (left out: data/train/<method>)",
+    )
+    data_card: str | None = Field(
+        f"{DATASETS_DIR}/data_card.json",
+        description="copied (hashes, counts, demo inputs) into the model card; null: no card (nothing checked)",
+    )
+    output_dir: str = Field(
+        description="checkpoints/ (persist), final/ (adapter or weights + tokenizer + model card), merged/ "
+        "(left out: models/<method>)",
+    )
+    tuning: Literal["lora", "qlora", "full"] = Field(
+        "lora",
+        description="lora | qlora (4-bit NF4, CUDA + bitsandbytes) | full",
+    )
+    lora: LoraSettings = Field(LoraSettings(), description="LoRA settings (tuning lora or qlora)")
+    sft: SFTSettings = Field(SFTSettings(), description="settings of method sft")
+    dpo: DPOSettings = Field(DPOSettings(), description="settings of method dpo")
+    max_length: int = Field(
+        default=1024, ge=16,
+        description="max tokens per training sequence (prompt + completion), and make_datasets' length filter of "
+        "its dataset; tagging SFT rows are 420-460 tokens",
+    )
+    schedule: ScheduleSettings = Field(
+        ScheduleSettings(),
+        description="optimisation schedule, batch sizes, logging and checkpoints",
+    )
+    seed: int = Field(42, description="model init / data order / dropout seed")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="float32 (CPU) | bfloat16 (A100/H100) | float16",
+    )
     # auto: the family's default (sdpa; none passed for ChatGLM3/MiniCPM remote code, see families.py)
-    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
-    deepspeed: str | None = None
+    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = Field(
+        "auto",
+        description="auto = the family's (sdpa; none for ChatGLM3/MiniCPM remote code) | sdpa | eager | "
+        "flash_attention_2",
+    )
+    deepspeed: str | None = Field(
+        None,
+        description="optional DeepSpeed JSON passed to the Trainer; with accelerate launch the accelerate config "
+        "supplies it",
+    )
     # auto: the family's head (own for ChatGLM3 and MiniCPM, trl's fused head otherwise); see lm_head.py
-    lm_head: Literal["auto", "fused", "own"] = "auto"
-    lm_head_tolerance: float | None = Field(default=None, gt=0.0)  # None: by dtype (head_probe.DEFAULT_TOLERANCE)
-    resume: Literal["auto", "never"] = "auto"
-    merge: bool = False
-    reports_dir: str | None = None
-    tracking: TrackingSettings = TrackingSettings()
+    lm_head: Literal["auto", "fused", "own"] = Field(
+        "auto",
+        description="auto = the family's (own for ChatGLM3/MiniCPM, trl's fused otherwise) | fused | own; checked "
+        "at step 1",
+    )
+    lm_head_tolerance: float | None = Field(
+        default=None, gt=0.0,
+        description="max mean |Δ log p| between the trainer's head and the plain forward (any one token: 20x); null "
+        "= 1e-3 (fp32), 5e-2 (bf16/fp16)",
+    )
+    resume: Literal["auto", "never"] = Field(
+        "auto",
+        description="auto = continue from the last checkpoint of the same run; never = from step 0 (old checkpoints "
+        "moved to checkpoints/superseded/)",
+    )
+    merge: bool = Field(False, description="also write merged full weights to <output_dir>/merged (LoRA/QLoRA only)")
+    reports_dir: str | None = Field(None, description="metrics.json, loss.csv, loss.png")
+    tracking: TrackingSettings = Field(TrackingSettings(), description="W&B tracking of the run")
 
     @model_validator(mode="before")
     @classmethod

@@ -53,9 +53,14 @@ log = logging.getLogger(__name__)
 class DatasetInput(StrictModel):
     """One input file: its path, whether it holds SFT or DPO rows, and whether it must exist."""
 
-    path: str
-    kind: Literal["sft", "dpo"]
-    required: bool = False
+    path: str = Field(description="JSONL file of rows (generate stages' sft.jsonl or dpo.jsonl)")
+    kind: Literal["sft", "dpo"] = Field(
+        description="sft: (prompt, completion) rows | dpo: (prompt, chosen, rejected) rows",
+    )
+    required: bool = Field(
+        False,
+        description="true: a missing file is an error; false: it is listed in the data card as missing",
+    )
 
 
 # Keys of the single-tokenizer layout: each now comes from the train section the dataset feeds.
@@ -63,17 +68,51 @@ MOVED_KEYS = {"tokenizer": "model", "family": "family", "max_length": "max_lengt
 
 
 class MakeDatasetsConfig(StrictModel):
-    inputs: list[DatasetInput] = Field(min_length=1)
-    output_dir: str = "data/train"
+    inputs: list[DatasetInput] = Field(
+        min_length=1,
+        description="JSONL files merged into the datasets; a missing optional file is listed in the data card, at "
+        "least one must exist",
+    )
+    output_dir: str = Field(
+        "data/train",
+        description="writes <output_dir>/sft, <output_dir>/dpo (HF datasets, splits train/eval), data_card.json, "
+        "DATA_CARD.md",
+    )
     # the train section each dataset is built for: its model's tokenizer, family and max_length measure the rows
-    targets: dict[Literal["sft", "dpo"], str] = Field(default_factory=lambda: {"sft": "train.sft", "dpo": "train.dpo"})
-    eval_fraction: float = Field(default=0.1, ge=0.0, le=0.5)
-    min_eval_rows: int = Field(default=1, ge=0)
-    seed: int = 13
-    deduplicate: bool = True
-    near_duplicates: NearDuplicateConfig = Field(default_factory=NearDuplicateConfig)
-    contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
-    reports_dir: str = "reports/make_datasets"
+    targets: dict[Literal["sft", "dpo"], str] = Field(
+        default_factory=lambda: {"sft": "train.sft", "dpo": "train.dpo"},
+        description="the run each dataset feeds: rows are measured with its model's tokenizer and chat template "
+        "(family) and dropped above its max_length",
+    )
+    eval_fraction: float = Field(
+        default=0.1, ge=0.0, le=0.5,
+        description="share of rows (after dedup/filter) held out for eval, per dataset",
+    )
+    min_eval_rows: int = Field(
+        default=1, ge=0,
+        description="at least this many eval rows when a dataset has >= 2 rows and eval_fraction > 0",
+    )
+    seed: int = Field(
+        13,
+        description="split seed (rows are ranked by sha256(seed:content); same data + seed = same split)",
+    )
+    deduplicate: bool = Field(
+        True,
+        description="drop rows whose conversation repeats an earlier one (case/whitespace-insensitive)",
+    )
+    near_duplicates: NearDuplicateConfig = Field(
+        default_factory=NearDuplicateConfig,
+        description="MinHash LSH over each dataset's rows after the exact dedup; the first row read of a group is "
+        "kept (docs/decontamination.md)",
+    )
+    contamination: ContaminationConfig = Field(
+        default_factory=ContaminationConfig,
+        description="drop training rows that carry an evaluation item (docs/decontamination.md)",
+    )
+    reports_dir: str = Field(
+        "reports/make_datasets",
+        description="metrics.json and rejected.jsonl (invalid / too long rows with the reason)",
+    )
 
     @model_validator(mode="before")
     @classmethod

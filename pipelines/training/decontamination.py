@@ -35,16 +35,22 @@ SYSTEMS = ("tagging", "kgc", "tutoring")
 class ExtraEvaluationFile(StrictModel):
     """A user-listed evaluation file: JSON lines or CSV (``.csv``/``.tsv``) with a text column."""
 
-    path: str
-    text_field: str = "text"
-    id_field: str | None = None  # null = the line number
-    name: str | None = None  # the item set's name in contamination.jsonl (default: the file name)
+    path: str = Field(description="JSON lines or CSV/TSV file of evaluation items")
+    text_field: str = Field("text", description="field or column holding each item's text")
+    id_field: str | None = Field(
+        None,
+        description="field or column naming each item (null: the line number)",
+    )  # null = the line number
+    name: str | None = Field(
+        None,
+        description="the item set's name in contamination.jsonl (null: the file name)",
+    )  # the item set's name in contamination.jsonl (default: the file name)
 
 
 class UnitsConfig(StrictModel):
-    n: int = Field(ge=1)
-    short_n: int = Field(ge=1)
-    min_units: int = Field(ge=1)
+    n: int = Field(ge=1, description="n-gram length (words, or characters for Chinese) of items with at least n units")
+    short_n: int = Field(ge=1, description="n-gram length of shorter items (items under short_n units: the whole item)")
+    min_units: int = Field(ge=1, description="items with fewer units are not checked (too short to match meaningfully)")
 
     @model_validator(mode="after")
     def _ordered(self) -> UnitsConfig:
@@ -54,14 +60,39 @@ class UnitsConfig(StrictModel):
 
 
 class ContaminationConfig(StrictModel):
-    enabled: bool = True
-    action: Literal["drop", "flag"] = "drop"
-    threshold: float = Field(default=0.5, gt=0.0, le=1.0)
-    words: UnitsConfig = Field(default_factory=lambda: UnitsConfig(n=13, short_n=8, min_units=5))
-    chars: UnitsConfig = Field(default_factory=lambda: UnitsConfig(n=20, short_n=12, min_units=8))
-    systems: list[Literal["tagging", "kgc", "tutoring"]] = Field(default_factory=lambda: list(SYSTEMS))
-    extra: list[ExtraEvaluationFile] = Field(default_factory=list)
-    output: str | None = None  # null = <make_datasets.output_dir>/contamination.jsonl
+    enabled: bool = Field(True, description="false: no check (the metrics say items_checked {})")
+    action: Literal["drop", "flag"] = Field(
+        "drop",
+        description="drop | flag (keep, with meta.contamination); both list the matches in the output file",
+    )
+    threshold: float = Field(
+        default=0.5, gt=0.0, le=1.0,
+        description="a match: at least this share of an item's n-grams inside one field (prompt, completion, "
+        "chosen, rejected)",
+    )
+    words: UnitsConfig = Field(
+        default_factory=lambda: UnitsConfig(n=13, short_n=8, min_units=5),
+        description="space-separated text, in words: n-grams; items under n words short_n-grams (under short_n: "
+        "the whole item); under min_units not checked",
+    )
+    chars: UnitsConfig = Field(
+        default_factory=lambda: UnitsConfig(n=20, short_n=12, min_units=8),
+        description="Chinese text, in characters (20 characters ~ 13 words): as words",
+    )
+    systems: list[Literal["tagging", "kgc", "tutoring"]] = Field(
+        default_factory=lambda: list(SYSTEMS),
+        description="evaluation sets checked: tagging's evaluation split, KGC's drawable sentences, tutoring's "
+        "held-out DPO prompts",
+    )
+    extra: list[ExtraEvaluationFile] = Field(
+        default_factory=list,
+        description="more evaluation files (JSONL or CSV), e.g. [{path: "
+        "../shared/data/tutoring/mathdial_test.jsonl, text_field: question, id_field: qid}]",
+    )
+    output: str | None = Field(
+        None,
+        description="one line per match; null = <output_dir>/contamination.jsonl",
+    )  # null = <make_datasets.output_dir>/contamination.jsonl
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,22 @@ _PRIME = np.uint64(4294967311)  # the first prime above 2**32: (a * x + b) stays
 
 
 class NearDuplicateConfig(StrictModel):
-    enabled: bool = True
-    threshold: float = Field(default=0.85, gt=0.0, le=1.0)  # Jaccard similarity of the shingle sets
-    shingle: int = Field(default=5, ge=1)  # words (characters for CJK text) per shingle
-    num_perm: int = Field(default=128, ge=8)
-    template_share: float = Field(default=0.5, gt=0.0, le=1.0)
-    min_rows_for_template: int = Field(default=10, ge=2)
-    seed: int = 1
+    enabled: bool = Field(True, description="false: exact dedup only")
+    threshold: float = Field(
+        default=0.85, gt=0.0, le=1.0,
+        description="exact Jaccard similarity of the two rows' shingle sets (LSH only proposes candidates)",
+    )  # Jaccard similarity of the shingle sets
+    shingle: int = Field(
+        default=5, ge=1,
+        description="words per shingle (characters for Chinese text)",
+    )  # words (characters for CJK text) per shingle
+    num_perm: int = Field(default=128, ge=8, description="MinHash permutations (bands x rows chosen for the threshold)")
+    template_share: float = Field(
+        default=0.5, gt=0.0, le=1.0,
+        description="shingles in at least this share of a dataset's rows (its prompt template) are ignored...",
+    )
+    min_rows_for_template: int = Field(default=10, ge=2, description="...when it has at least this many rows")
+    seed: int = Field(1, description="MinHash hash seed")
 
 
 def row_text(row: dict[str, Any], kind: str) -> str:

@@ -33,18 +33,29 @@ class BootstrapConfig(StrictModel):
     """Seeded paired percentile bootstrap of every tuned-vs-base delta; below ``min_items`` items
     (also each HTS cell's scored items) no interval is computed: the tables print "n too small"."""
 
-    resamples: int = Field(1000, ge=1)
-    seed: int = 0
-    confidence: float = Field(0.95, gt=0.0, lt=1.0)
-    min_items: int = Field(8, ge=1)
+    resamples: int = Field(1000, ge=1, description="bootstrap resamples")
+    seed: int = Field(0, description="bootstrap seed")
+    confidence: float = Field(0.95, gt=0.0, lt=1.0, description="interval coverage")
+    min_items: int = Field(
+        8, ge=1,
+        description="fewer items than this (a delta, or an HTS cell's scored items): no interval, the tables print "
+        "\"n too small\"",
+    )
 
 
 class TunedRoles(StrictModel):
     """The roles the model under test plays; ``tuned_backend`` (a served fine-tune, e.g. an
     ``openai`` endpoint) replaces ``base + adapter`` in them when set."""
 
-    roles: list[str] = Field(min_length=1)
-    tuned_backend: BackendConfig | None = None
+    roles: list[str] = Field(
+        min_length=1,
+        description="team roles on base + adapter (the others stay on the base model)",
+    )
+    tuned_backend: BackendConfig | None = Field(
+        None,
+        description="a served fine-tune instead of base + adapter, e.g. {kind: openai, model: my-sft, base_urls: "
+        "[http://localhost:8000/v1]}",
+    )
 
     @field_validator("roles")
     @classmethod
@@ -57,9 +68,14 @@ class TaggingEvalConfig(TunedRoles):
     null: the whole split)."""
 
     roles: list[str] = Field(
-        default_factory=lambda: ["planner", "solver", "semantic_judge", "numerical_judge"], min_length=1
+        default_factory=lambda: ["planner", "solver", "semantic_judge", "numerical_judge"], min_length=1,
+        description="team roles on base + adapter (the others stay on the base model)",
     )
-    items: int | None = Field(4, ge=1)
+    items: int | None = Field(
+        4, ge=1,
+        description="held-out pairs of the evaluation split (seeded by tagging.data.seed); = tagging.data.limit, so "
+        "the base arm repeats generation's requests (cache hits); null = all",
+    )
 
     @field_validator("roles")
     @classmethod
@@ -73,9 +89,20 @@ class KGCEvalConfig(TunedRoles):
     """CooperKGC (0-shot) on ``items`` sentences per dataset drawn with ``seed`` from the sentences
     that gave no SFT row (null: each ``kgc.datasets`` entry's own ``sample`` / ``seed``)."""
 
-    roles: list[str] = Field(default_factory=lambda: ["ner_expert", "re_expert", "ee_expert"], min_length=1)
-    items: int | None = Field(None, ge=1)
-    seed: int | None = None
+    roles: list[str] = Field(
+        default_factory=lambda: ["ner_expert", "re_expert", "ee_expert"], min_length=1,
+        description="expert roles on base + adapter",
+    )
+    items: int | None = Field(
+        None, ge=1,
+        description="sentences per dataset; null = each kgc.datasets entry's sample; sentences that gave an SFT row "
+        "are never drawn",
+    )
+    seed: int | None = Field(
+        None,
+        description="sample seed; null = each dataset's seed (with no SFT row excluded: generation's sentences, "
+        "cache hits)",
+    )
 
     @field_validator("roles")
     @classmethod
@@ -89,22 +116,53 @@ class EvaluateOutputs(StrictModel):
     """``traces_dir/<system>/{base,tuned}/`` (traces, predictions, usage) and ``reports_dir``
     (metrics.json, tables.md)."""
 
-    traces_dir: str = "data/evaluate"
-    reports_dir: str = "reports/evaluate"
+    traces_dir: str = Field(
+        "data/evaluate",
+        description="<system>/{base,tuned}/ traces and predictions; tutoring/{prompts.jsonl, replies/<system>/, "
+        "comparisons/<system>_vs_<baseline>/}",
+    )
+    reports_dir: str = Field("reports/evaluate", description="metrics.json (dvc metrics) and tables.md")
 
 
 class EvaluateConfig(StrictModel):
-    systems: list[SystemName] = Field(default_factory=lambda: list(SYSTEMS), min_length=1)
-    sft_adapter: str = "models/sft/final"
-    dpo_adapter: str = "models/dpo/final"
-    data_card: str = "data/train/data_card.json"
-    sft_dataset: str = "data/train/sft"
-    tagging: TaggingEvalConfig = TaggingEvalConfig()
-    kgc: KGCEvalConfig = KGCEvalConfig()
-    tutoring: TutoringEvalConfig = TutoringEvalConfig()
-    bootstrap: BootstrapConfig = BootstrapConfig()
-    outputs: EvaluateOutputs = EvaluateOutputs()
-    progress: bool = True
+    systems: list[SystemName] = Field(
+        default_factory=lambda: list(SYSTEMS), min_length=1,
+        description="systems measured (any subset); each takes its base setup (data, prompts, sampling, base model) "
+        "from its generate section: tagging | kgc | ram2c",
+    )
+    sft_adapter: str = Field(
+        "models/sft/final",
+        description="SFT adapter (train@sft), loaded on the roles' own backend (transformers merges it; vLLM "
+        "applies it per request)",
+    )
+    dpo_adapter: str = Field("models/dpo/final", description="DPO adapter (train@dpo) of the tutoring responder")
+    data_card: str = Field(
+        "data/train/data_card.json",
+        description="make_datasets' data card: the DPO eval split must have the size it records",
+    )
+    sft_dataset: str = Field(
+        "data/train/sft",
+        description="make_datasets' SFT rows (both splits): their tagging pairs and KGC sentences are never "
+        "evaluated",
+    )
+    tagging: TaggingEvalConfig = Field(TaggingEvalConfig(), description="the SFT adapter as the tagging team's agents")
+    kgc: KGCEvalConfig = Field(
+        KGCEvalConfig(),
+        description="the SFT adapter as the CooperKGC experts (0-shot, kgc.team.rounds rounds)",
+    )
+    tutoring: TutoringEvalConfig = Field(
+        TutoringEvalConfig(),
+        description="RAM2C Tables 1-3: systems answer the same held-out prompts, comparisons judged pairwise (HTS)",
+    )
+    bootstrap: BootstrapConfig = Field(
+        BootstrapConfig(),
+        description="paired percentile bootstrap of every tuned - base delta (items resampled)",
+    )
+    outputs: EvaluateOutputs = Field(
+        EvaluateOutputs(),
+        description="where evaluate writes its traces and reports (dvc.yaml lists the same paths)",
+    )
+    progress: bool = Field(True, description="tqdm progress bars")
 
     @field_validator("systems")
     @classmethod

@@ -51,13 +51,29 @@ class TutoringSystem(StrictModel):
     the paper's form for ``team``: ``<draft>-R``, ``<draft>-P/R``, ``<draft>-PE/R``, ``<draft>-R/1``).
     """
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
-    kind: SystemKind
-    label: str | None = Field(None, min_length=1, max_length=80)
-    backend: BackendConfig | None = None
-    draft: str | None = None
-    skip_groups: list[Literal["P", "E"]] = []
-    one_expert: bool = False
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64,
+        description="unique name a comparison refers to (letters, digits, _ . -)",
+    )
+    kind: SystemKind = Field(
+        description="base: the ram2c drafter's backend | reference: backend as the drafter | team: the RAM2C team "
+        "rewriting draft's replies",
+    )
+    label: str | None = Field(
+        None, min_length=1, max_length=80,
+        description="name in the tables (null: the model for base, the name for reference, <draft>-R style for team)",
+    )
+    backend: BackendConfig | None = Field(
+        None,
+        description="reference: the drafter's backend; team: every team role's backend (null: the ram2c section's "
+        "own roles)",
+    )
+    draft: str | None = Field(None, description="team only: the system whose replies the team rewrites")
+    skip_groups: list[Literal["P", "E"]] = Field(
+        [],
+        description="team only: expert groups left out (the paper's Table 3: P, E or both)",
+    )
+    one_expert: bool = Field(False, description="team only: one expert per group (Table 3's R/1)")
 
     @model_validator(mode="after")
     def _fits_the_kind(self) -> TutoringSystem:
@@ -86,9 +102,16 @@ class TutoringSystem(StrictModel):
 class ComparisonTables(StrictModel):
     """(system, baseline) pairs per table; a pair's HTS score is the system's (50 = parity)."""
 
-    table_1: list[tuple[str, str]] = Field(default_factory=lambda: [(TUNED, "base")])
-    table_2: list[tuple[str, str]] = []
-    table_3: list[tuple[str, str]] = []
+    table_1: list[tuple[str, str]] = Field(
+        default_factory=lambda: [(TUNED, "base")],
+        description="Table 1: the fine-tuned model vs its raw model",
+    )
+    table_2: list[tuple[str, str]] = Field([], description="Table 2: e.g. [[tuned, glm], [tuned, glm_r], [glm, glm_r]]")
+    table_3: list[tuple[str, str]] = Field(
+        [],
+        description="Table 3 (the ablation set's ram2c-* entries): e.g. [[base, base_r], [base_p_r, base_r], "
+        "[base_e_r, base_r], [base_pe_r, base_r], [base_r1, base_r]]",
+    )
 
     def by_table(self) -> dict[str, list[tuple[str, str]]]:
         """``{"1": pairs, ...}`` of the tables that have pairs."""
@@ -105,11 +128,17 @@ class HumanPackConfig(StrictModel):
     form for all raters, and the key (``key.csv``: keep it from the raters). Each rater gets, per
     comparison and dimension, ``sample`` items (the paper: 25; null: all) in their own balanced order."""
 
-    raters: list[str] = Field(min_length=1)
-    sample: int | None = Field(25, ge=1)
-    seed: int = 0
-    language: Literal["en", "zh"] | None = None  # the form's language; null: ram2c.language
-    folder: str = "reports/evaluate/human"
+    raters: list[str] = Field(
+        min_length=1,
+        description="one blind sheet each (rename to your raters); Fleiss' kappa across them",
+    )
+    sample: int | None = Field(
+        25, ge=1,
+        description="items per rater, comparison and dimension (the paper: 25); null = all",
+    )
+    seed: int = Field(0, description="seed of each rater's item sample and order")
+    language: Literal["en", "zh"] | None = Field(None, description="the form's language; null: ram2c.language")
+    folder: str = Field("reports/evaluate/human", description="where the pack is written (a DVC out of evaluate)")
 
     @field_validator("raters")
     @classmethod
@@ -134,20 +163,56 @@ class TutoringEvalConfig(StrictModel):
     ``max_failed_share``: more failed replies of a system, or unscored judgments of a comparison,
     than this share stop the stage (exit 1) naming the failures file."""
 
-    roles: list[str] = Field(default_factory=lambda: ["drafter"], min_length=1, max_length=1)
-    tuned_backend: BackendConfig | None = None
-    items: int | None = Field(8, ge=1)
-    dataset: str = "data/train/dpo"
-    extra_rows: str | None = "data/generated/ram2c/dpo.jsonl"
-    new_prompts: bool = True
-    systems: list[TutoringSystem] = Field(default_factory=lambda: [TutoringSystem(name="base", kind="base")])
-    comparisons: ComparisonTables = ComparisonTables()
-    judge_llm: LLMConfig | None = None
-    hts: HTSConfig = Field(
-        default_factory=lambda: HTSConfig(mode="json", reasoning=False, concurrency=24, judges=_default_judges())
+    roles: list[str] = Field(
+        default_factory=lambda: ["drafter"], min_length=1, max_length=1,
+        description="the one RAM2C role answering the held-out prompts",
     )
-    human: HumanPackConfig | None = None
-    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
+    tuned_backend: BackendConfig | None = Field(None, description="a served fine-tune instead of base + adapter")
+    items: int | None = Field(
+        8, ge=1,
+        description="held-out prompts (recorded ones seeded by hts.seed, then new ones); null = the recorded ones",
+    )
+    dataset: str = Field(
+        "data/train/dpo",
+        description="DPO dataset whose eval split is held out; prompts of its train split never are",
+    )
+    extra_rows: str | None = Field(
+        "data/generated/ram2c/dpo.jsonl",
+        description="also held out: generated pairs whose prompt is not in the train split (null: eval split only)",
+    )
+    new_prompts: bool = Field(
+        True,
+        description="top up to items with new prompts: the ram2c topic writer (topic plans after generation's) and "
+        "student (personas after generation's), as the paper's evaluation set",
+    )
+    systems: list[TutoringSystem] = Field(
+        default_factory=lambda: [TutoringSystem(name="base", kind="base")],
+        description="what answers the prompts besides \"tuned\" (the DPO adapter as the drafter); only systems a "
+        "comparison names run, each once",
+    )
+    comparisons: ComparisonTables = Field(
+        ComparisonTables(),
+        description="(system, baseline) pairs per table of the paper; a row's score is the system's (50 = parity)",
+    )
+    judge_llm: LLMConfig | None = Field(
+        None,
+        description="the judges' llm block (e.g. a stronger API model; default and cache from the top-level llm "
+        "unless set); null = the ram2c drafter's backend, i.e. the base model",
+    )
+    hts: HTSConfig = Field(
+        default_factory=lambda: HTSConfig(mode="json", reasoning=False, concurrency=24, judges=_default_judges()),
+        description="HTS judging: judges, dimensions, positions, bootstrap intervals",
+    )
+    human: HumanPackConfig | None = Field(
+        None,
+        description="the human rating pack (sheets, form.html, key.csv), linked from the report; null: none. "
+        "Import: python -m pipelines.evaluation.human.pack",
+    )
+    max_failed_share: float = Field(
+        0.2, ge=0.0, le=1.0,
+        description="more failed replies of a system (or unscored judgments of a comparison) than this share -> "
+        "failures.json written, exit 1",
+    )
 
     @field_validator("roles")
     @classmethod

@@ -36,26 +36,52 @@ from pipelines.evaluation.stats.validity import ValidityRule
 class JudgeConfig(StrictModel):
     """One judge: a name (a rater column in the kappa), its LLM role and sampling overrides."""
 
-    name: str = Field(min_length=1)
-    role: str = "hts_judge"
-    seed: int | None = None
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(None, ge=1)
+    name: str = Field(min_length=1, description="the judge's name (a rater column in the kappa); distinct per judge")
+    role: str = Field(
+        "hts_judge",
+        description="LLM role the judge calls (its backend: llm.roles.<role>, else the judge llm's default)",
+    )
+    seed: int | None = Field(None, description="sampling seed (null: the role's)")
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="sampling temperature (null: the role's)")
+    max_tokens: int | None = Field(None, ge=1, description="reply cap (null: the role's)")
 
 
 class HTSConfig(StrictModel):
     """How the tutoring replies are judged (see the module docstring)."""
 
-    seed: int = 0
-    resamples: int = Field(1000, ge=1)
-    confidence: float = Field(0.95, gt=0.0, lt=1.0)
-    dimensions: list[Literal["humanized", "teaching", "safety"]] = list(DIMENSIONS)
-    mode: Literal["text", "json"] = "text"
-    reasoning: bool = True
-    max_attempts: int = Field(2, ge=1)
-    concurrency: int = Field(8, ge=1)
-    validity: ValidityRule = Field(default_factory=ValidityRule)
-    judges: list[JudgeConfig] = Field(default_factory=lambda: [JudgeConfig(name="judge")], min_length=1)
+    seed: int = Field(
+        0,
+        description="seed of the balanced reply positions (per comparison, judge and dimension) and of the item "
+        "sample",
+    )
+    resamples: int = Field(1000, ge=1, description="bootstrap resamples of each HTS score's interval")
+    confidence: float = Field(0.95, gt=0.0, lt=1.0, description="coverage of each HTS score's bootstrap interval")
+    dimensions: list[Literal["humanized", "teaching", "safety"]] = Field(
+        list(DIMENSIONS),
+        description="judged dimensions (RAM2C Table 5 criteria)",
+    )
+    mode: Literal["text", "json"] = Field(
+        "text",
+        description="json: verdicts constrained to {reasoning, verdict} | text: \"Verdict: A/B/equal\" lines",
+    )
+    reasoning: bool = Field(
+        True,
+        description="false: the verdict alone ({\"verdict\": ...}); SmolLM2's reasoning was one letter, and each "
+        "token a decode step of 48 calls (true + max_tokens 96 for real models)",
+    )
+    max_attempts: int = Field(2, ge=1, description="tries per judgment when a verdict does not parse")
+    concurrency: int = Field(
+        8, ge=1,
+        description="judge calls in flight (the local model batches them: ram2c's max_batch_size)",
+    )
+    validity: ValidityRule = Field(
+        default_factory=ValidityRule,
+        description="when a judge is withheld as invalid (constant verdicts or position bias)",
+    )
+    judges: list[JudgeConfig] = Field(
+        default_factory=lambda: [JudgeConfig(name="judge")], min_length=1,
+        description="the judges: different models (roles), or one model with seeds; Fleiss' kappa across several",
+    )
 
     @field_validator("dimensions")
     @classmethod

@@ -28,9 +28,15 @@ from pipelines.config import StrictModel
 class ValidityRule(StrictModel):
     """When a rater is withheld (see the module docstring)."""
 
-    max_constant_share: float = Field(0.9, gt=0.0, le=1.0)
-    alpha: float = Field(0.01, gt=0.0, lt=1.0)
-    min_verdicts: int = Field(6, ge=1)
+    max_constant_share: float = Field(
+        0.9, gt=0.0, le=1.0,
+        description="a rater whose most common verdict is above this share of its verdicts is invalid",
+    )
+    alpha: float = Field(
+        0.01, gt=0.0, lt=1.0,
+        description="a rater whose first- vs second-position picks give a binomial p-value below this is invalid",
+    )
+    min_verdicts: int = Field(6, ge=1, description="raters with fewer verdicts are not tested")
 
 
 def position_p_value(first: int, second: int) -> float | None:

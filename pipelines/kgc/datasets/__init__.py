@@ -58,18 +58,37 @@ class DatasetConfig(StrictModel):
     demonstration pool (the knowledge background of a team member), scoring none of it.
     """
 
-    name: str
-    format: Format
-    files: list[str] = Field(min_length=1)
-    schema_name: str | None = None
-    schema_file: str | None = None
-    sample: int | None = Field(100, ge=1)
-    seed: int = 13
-    pool_files: list[str] = []
-    fallback_files: list[str] = []
-    fallback_schema_file: str | None = None
-    optional: bool = False
-    evaluate: bool = True
+    name: str = Field(description="unique dataset name (metrics, tables, schema_name references)")
+    format: Format = Field(
+        description="official file format: conll | ontonotes | msra | nyt11_hrl | tacred | duie | ace05 | duee",
+    )
+    files: list[str] = Field(min_length=1, description="files read (all must exist, else fallback_files)")
+    schema_name: str | None = Field(None, description="a bundled schema name or a JSON file (null: the format's own)")
+    schema_file: str | None = Field(None, description="the official schema file (DuEE needs one)")
+    sample: int | None = Field(
+        100, ge=1,
+        description="sentences scored (seeded; the paper: 100; null = all); the rest is the demonstration pool. "
+        "SmolLM2 on CPU takes about 70 CPU-s per sentence with 1 round",
+    )
+    seed: int = Field(13, description="seed of the sample")
+    pool_files: list[str] = Field(
+        [],
+        description="files of the demonstration pool (empty: the files' unscored sentences)",
+    )
+    fallback_files: list[str] = Field(
+        [],
+        description="read instead when a file of files is missing (e.g. ../shared absent: the project's demo set)",
+    )
+    fallback_schema_file: str | None = Field(None, description="schema file used with fallback_files")
+    optional: bool = Field(
+        False,
+        description="true: skip the dataset (reported as left out) when neither files nor fallback_files exist",
+    )
+    evaluate: bool = Field(
+        True,
+        description="false: read only for its schema and demonstration pool (a team member's background), scoring "
+        "none",
+    )
 
     def resolved(self, root: Path | str = ".") -> DatasetConfig | None:
         """This config, or its fallback when a file is missing; None when an optional dataset has

@@ -33,12 +33,26 @@ Embed = Callable[[list[str]], np.ndarray]
 
 
 class EmbeddingBaselineConfig(StrictModel):
-    model: str = "models/base/all-minilm-l6-v2"
-    mode: Literal["top_k", "threshold"] = "top_k"
-    top_k: Literal["generation"] | Annotated[int, Field(ge=0)] = "generation"
-    threshold: float | None = Field(None, ge=-1.0, le=1.0)
-    prior: Literal["generation"] | Annotated[float, Field(gt=0.0, lt=1.0)] = "generation"
-    batch_size: int = Field(32, ge=1)
+    model: str = Field("models/base/all-minilm-l6-v2", description="sentence-transformers folder")
+    mode: Literal["top_k", "threshold"] = Field(
+        "top_k",
+        description="top_k (the paper: the K most similar candidate questions per definition) | threshold (cosine "
+        ">= threshold)",
+    )
+    top_k: Literal["generation"] | Annotated[int, Field(ge=0)] = Field(
+        "generation",
+        description="K: generation (candidates x the definition's generation-split share of positives) | a number",
+    )
+    threshold: float | None = Field(
+        None, ge=-1.0, le=1.0,
+        description="mode threshold: null = best-accuracy threshold fitted on the generation split (its source is "
+        "in the metrics)",
+    )
+    prior: Literal["generation"] | Annotated[float, Field(gt=0.0, lt=1.0)] = Field(
+        "generation",
+        description="class prior of that fit: generation (the generation split's own share) | a number in (0, 1)",
+    )
+    batch_size: int = Field(32, ge=1, description="encoding batch size")
 
     @field_validator("prior", mode="before")
     @classmethod
