@@ -29,6 +29,7 @@ from pipelines.kgc.baselines.coter import CoTER
 from pipelines.kgc.baselines.self_consistency import SelfConsistency
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.datasets import load_dataset, split_sample
+from pipelines.kgc.demo_cache import DemoVectorCache, default_folder
 from pipelines.kgc.demos import DemoSelector
 from pipelines.kgc.report import score_systems, write_reports
 from pipelines.kgc.schema import SCHEMA_DIR, Schema, Sentence, load_schema
@@ -89,7 +90,8 @@ def make_selector(
     from pipelines.retrieval.embedders import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
-    selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense)
+    cache = DemoVectorCache(cfg.demo_cache or default_folder(), identity=embedder.identity)
+    selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense, cache=cache)
     selector.prepare([s.text for s in evaluated])
     return selector
 
