@@ -27,7 +27,8 @@ class CountingClient:
 def test_queries_look_the_collection_up_once_until_a_write(tmp_path):
     store, embed = KnowledgeStore(tmp_path / "kb"), HashEmbedder()
     texts = ["fractions are parts of a whole", "a triangle has three sides"]
-    store.upsert("teaching_theory", embed.identity, ["a", "b"], texts, embed.encode_documents(texts).dense, [{"n": 1}] * 2)
+    vectors = embed.encode_documents(texts).dense
+    store.upsert("teaching_theory", embed.identity, ["a", "b"], texts, vectors, [{"n": 1}] * 2)
     store.client = client = CountingClient(store.client)
     query = embed.encode_queries(["what is a fraction"]).dense
     first = store.query("teaching_theory", query, 5)
