@@ -15,23 +15,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from pipelines.io import atomic_open
+from pipelines.io import atomic_open, user_cache_dir
 
 log = logging.getLogger(__name__)
-
-DEFAULT_FOLDER = "~/.cache/edumas/kgc-demos"
 
 
 def default_folder() -> Path:
     """``$XDG_CACHE_HOME/edumas/kgc-demos`` when set, else ``~/.cache/edumas/kgc-demos``."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    return Path(base) / "edumas" / "kgc-demos" if base else Path(DEFAULT_FOLDER).expanduser()
+    return user_cache_dir("kgc-demos")
 
 
 def pool_key(identity: str, texts: list[str]) -> str:
