@@ -87,9 +87,9 @@ def make_selector(
     """The demonstration selector when some run has shots > 0 (embeds pools and sentences once)."""
     if max(cfg.shots) == 0:
         return None
-    from pipelines.retrieval.embedders import SentenceTransformerEmbedder
+    from pipelines.retrieval.embedders import build_embedder
 
-    embedder = SentenceTransformerEmbedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
+    embedder = build_embedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
     cache = DemoVectorCache(cfg.demo_cache or default_folder(), identity=embedder.identity)
     selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense, cache=cache)
     selector.prepare([s.text for s in evaluated])

@@ -85,16 +85,30 @@ class ChunkingConfig(StrictModel):
 
 
 class EmbedderConfig(StrictModel):
-    """``sentence_transformers``: a local folder (offline default); ``bge_m3``: FlagEmbedding BGE-M3."""
+    """``sentence_transformers``: a local folder (offline default); ``bge_m3``: FlagEmbedding BGE-M3.
+
+    ``device: auto``: ``cuda`` where torch sees one, else ``cpu``. ``threads``: intra-op threads of
+    an encode on the CPU (1: a generation stage's queries are single sentences, and a second thread
+    mostly spins; ``null``: the library's default). ``backend: onnx`` (sentence_transformers only):
+    the model exported once to ONNX (user cache folder) and run by ONNX Runtime, vectors equal to
+    torch's within 1e-5, thread-safe (no lock between concurrent encodes)."""
 
     kind: Literal["sentence_transformers", "bge_m3"] = "sentence_transformers"
     path: str = "models/base/all-minilm-l6-v2"
     batch_size: int = Field(64, ge=1)
-    device: str = "cpu"
+    device: str = "auto"
+    threads: int | None = Field(1, ge=1)
+    backend: Literal["torch", "onnx"] = "torch"
     max_length: int = Field(256, ge=8)
     query_prefix: str = ""
     use_fp16: bool = False
     sparse: bool = False
+
+    @model_validator(mode="after")
+    def _onnx_for_sentence_transformers(self) -> EmbedderConfig:
+        if self.backend == "onnx" and self.kind != "sentence_transformers":
+            raise ValueError("backend: onnx runs sentence_transformers models only; set backend: torch for bge_m3")
+        return self
 
 
 class ChromaServerConfig(StrictModel):
