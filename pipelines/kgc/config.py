@@ -53,7 +53,8 @@ class KGCConfig(GenerationConfig):
     team: TeamConfig = TeamConfig()
     self_consistency: SelfConsistencyConfig = SelfConsistencyConfig()
     embedder: EmbedderConfig = EmbedderConfig()
-    # folder of demonstration-pool vectors shared by runs and shards ("": $XDG_CACHE_HOME/edumas/kgc-demos)
+    # folder of demonstration-pool vectors shared by runs and shards (relative: to the project root;
+    # "": $XDG_CACHE_HOME/edumas/kgc-demos, else ~/.cache/edumas/kgc-demos)
     demo_cache: str = ""
     sft: SFTConfig = SFTConfig()
     outputs: OutputsConfig = OutputsConfig()

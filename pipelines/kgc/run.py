@@ -90,7 +90,8 @@ def make_selector(
     from pipelines.retrieval.embedders import build_embedder
 
     embedder = build_embedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
-    cache = DemoVectorCache(cfg.demo_cache or default_folder(), identity=embedder.identity)
+    folder = root / Path(cfg.demo_cache).expanduser() if cfg.demo_cache else default_folder()  # relative: to root
+    cache = DemoVectorCache(folder, identity=embedder.identity)
     selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense, cache=cache)
     selector.prepare([s.text for s in evaluated])
     return selector

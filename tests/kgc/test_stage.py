@@ -179,7 +179,7 @@ def test_a_second_run_reads_the_demonstration_pools_from_the_vector_cache(tmp_pa
         return original(self, texts)
 
     monkeypatch.setattr(SentenceTransformerEmbedder, "encode_documents", counting)
-    extra = f"  shots: [1]\n  embedder: {{path: {minilm_dir()}}}\n  demo_cache: {tmp_path / 'demos'}\n"
+    extra = f"  shots: [1]\n  embedder: {{path: {minilm_dir()}}}\n  demo_cache: demos\n"  # relative: to the root
     params = write_params(tmp_path, systems="[autokg]", extra=extra)
     assert main(["--params", str(params)]) == 0
 
