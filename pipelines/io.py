@@ -195,3 +195,10 @@ def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
     :class:`InputError` (a ValueError) naming the file and line number."""
     text = read_input_text(path, fix="point params.yaml at a JSON-lines file")
     return [row for _, row in iter_jsonl_objects(text.split("\n"), path, error=InputError)]  # U+2028 is text
+
+
+def user_cache_dir(name: str) -> Path:
+    """``$XDG_CACHE_HOME/edumas/<name>`` when the variable is set, else ``~/.cache/edumas/<name>``:
+    files derived from inputs by content (vectors, exported models) that every run of this user shares."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path("~/.cache").expanduser()) / "edumas" / name

@@ -201,8 +201,13 @@ class Agent(Generic[T]):
         return self.sampling["max_tokens"]
 
     def output_schema_text(self) -> str:
-        """The pretty JSON schema shown to the model in json mode ("" without an output model)."""
-        return json.dumps(self.json_schema, ensure_ascii=False, indent=2) if self.json_schema else ""
+        """The pretty JSON schema shown to the model in json mode ("" without an output model);
+        serialised once per schema object (an agent given a new ``json_schema`` renders it anew)."""
+        schema = self.json_schema
+        cached = getattr(self, "_schema_text", None)
+        if cached is None or cached[0] is not schema:
+            cached = self._schema_text = (schema, json.dumps(schema, ensure_ascii=False, indent=2) if schema else "")
+        return cached[1]
 
     def render(self, language: str | None = None, *, output_mode: OutputMode = "text", **vars: Any) -> list[Message]:
         """The exact chat messages for ``vars`` in ``language`` (en, zh, ...) and output mode."""

@@ -88,6 +88,11 @@ class KGCConfig(GenerationConfig):
         EmbedderConfig(),
         description="sentence embeddings for K-shot demonstrations (only loaded when shots > 0)",
     )
+    demo_cache: str = Field(
+        "",
+        description="folder of demonstration-pool vectors shared by runs and shards (relative: to the project root; "
+        "empty: $XDG_CACHE_HOME/edumas/kgc-demos, else ~/.cache/edumas/kgc-demos)",
+    )
     sft: SFTConfig = Field(SFTConfig(), description="rows: the scored expert's round-0 prompt -> its final extractions")
     outputs: OutputsConfig = Field(OutputsConfig(), description="output folders (dvc.yaml lists the files in them)")
 

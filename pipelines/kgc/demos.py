@@ -3,7 +3,8 @@
 The paper selects M = N x K demonstrations "with the closest Euclidean distance" to the input
 sentence. :class:`DemoSelector` embeds each pool once and every query once (in batches, before
 the run, off the event loop), then returns the M nearest pool sentences of a dataset (ties broken
-by pool order). With M = 0 nothing is embedded.
+by pool order). With M = 0 nothing is embedded. Given a :class:`DemoVectorCache`, pool vectors
+are read from disk when a run or shard embedded the same pool with the same embedder before.
 
     selector = DemoSelector({"conllpp": pool_sentences}, embed)      # embed(texts) -> (n, d) array
     selector.prepare([s.text for s in evaluated])
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from pipelines.kgc.demo_cache import DemoVectorCache
 from pipelines.kgc.parsing import answer_text
 from pipelines.kgc.schema import Sentence
 
@@ -25,15 +27,22 @@ Embed = Callable[[list[str]], np.ndarray]
 class DemoSelector:
     """Nearest pool sentences per dataset by Euclidean distance of their embeddings."""
 
-    def __init__(self, pools: dict[str, Sequence[Sentence]], embed: Embed | None):
+    def __init__(
+        self, pools: dict[str, Sequence[Sentence]], embed: Embed | None, *, cache: DemoVectorCache | None = None
+    ):
         self.pools = {name: list(pool) for name, pool in pools.items()}
         self.embed = embed
+        self.cache = cache
         self._pool_vectors: dict[str, np.ndarray] = {}
         self._query_vectors: dict[str, np.ndarray] = {}
 
     def _vectors(self, name: str) -> np.ndarray:
         if name not in self._pool_vectors:
-            self._pool_vectors[name] = np.asarray(self.embed([s.text for s in self.pools[name]]), dtype=np.float32)
+            texts = [s.text for s in self.pools[name]]
+            if self.cache is not None:
+                self._pool_vectors[name] = self.cache.vectors(texts, self.embed)
+            else:
+                self._pool_vectors[name] = np.asarray(self.embed(texts), dtype=np.float32)
         return self._pool_vectors[name]
 
     def prepare(self, queries: Sequence[str]) -> None:

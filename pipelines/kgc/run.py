@@ -29,6 +29,7 @@ from pipelines.kgc.baselines.coter import CoTER
 from pipelines.kgc.baselines.self_consistency import SelfConsistency
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.datasets import load_dataset, split_sample
+from pipelines.kgc.demo_cache import DemoVectorCache, default_folder
 from pipelines.kgc.demos import DemoSelector
 from pipelines.kgc.report import score_systems, write_reports
 from pipelines.kgc.schema import SCHEMA_DIR, Schema, Sentence, load_schema
@@ -86,10 +87,12 @@ def make_selector(
     """The demonstration selector when some run has shots > 0 (embeds pools and sentences once)."""
     if max(cfg.shots) == 0:
         return None
-    from pipelines.retrieval.embedders import SentenceTransformerEmbedder
+    from pipelines.retrieval.embedders import build_embedder
 
-    embedder = SentenceTransformerEmbedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
-    selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense)
+    embedder = build_embedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
+    folder = root / Path(cfg.demo_cache).expanduser() if cfg.demo_cache else default_folder()  # relative: to root
+    cache = DemoVectorCache(folder, identity=embedder.identity)
+    selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense, cache=cache)
     selector.prepare([s.text for s in evaluated])
     return selector
 

@@ -101,7 +101,13 @@ class ChunkingConfig(StrictModel):
 
 
 class EmbedderConfig(StrictModel):
-    """``sentence_transformers``: a local folder (offline default); ``bge_m3``: FlagEmbedding BGE-M3."""
+    """``sentence_transformers``: a local folder (offline default); ``bge_m3``: FlagEmbedding BGE-M3.
+
+    ``device: auto``: ``cuda`` where torch sees one, else ``cpu``. ``threads``: intra-op threads of
+    an encode on the CPU (1: a generation stage's queries are single sentences, and a second thread
+    mostly spins; ``null``: the library's default). ``backend: onnx`` (sentence_transformers only):
+    the model exported once to ONNX (user cache folder) and run by ONNX Runtime, vectors equal to
+    torch's within 1e-5, thread-safe (no lock between concurrent encodes)."""
 
     kind: Literal["sentence_transformers", "bge_m3"] = Field(
         "sentence_transformers",
@@ -112,11 +118,23 @@ class EmbedderConfig(StrictModel):
         description="local model folder (bge_m3: e.g. models/base/bge-m3); never downloaded",
     )
     batch_size: int = Field(64, ge=1, description="texts per forward pass")
-    device: str = Field("cpu", description="cpu | cuda | cuda:0 ...")
+    device: str = Field("auto", description="auto (cuda where torch sees one, else cpu) | cpu | cuda | cuda:0 ...")
+    threads: int | None = Field(
+        1, ge=1, description="intra-op threads of one encode on the CPU (null: the library's default)"
+    )
+    backend: Literal["torch", "onnx"] = Field(
+        "torch", description="torch | onnx (sentence_transformers only: ONNX Runtime, exported once to the user cache)"
+    )
     max_length: int = Field(256, ge=8, description="max tokens per text")
     query_prefix: str = Field("", description="prepended to queries only (instruction-tuned embedders)")
     use_fp16: bool = Field(False, description="bge_m3 only: half precision on GPU")
     sparse: bool = Field(False, description="bge_m3 only: also store lexical weights for hybrid scoring")
+
+    @model_validator(mode="after")
+    def _onnx_for_sentence_transformers(self) -> EmbedderConfig:
+        if self.backend == "onnx" and self.kind != "sentence_transformers":
+            raise ValueError("backend: onnx runs sentence_transformers models only; set backend: torch for bge_m3")
+        return self
 
 
 class ChromaServerConfig(StrictModel):

@@ -9,12 +9,17 @@ Both load from a local path only (``local_files_only``), so nothing is downloade
 ``encode_documents`` / ``encode_queries`` return :class:`Encoded`; queries get ``query_prefix``.
 ``identity`` names the model folder, a fingerprint of its weights and configs (new weights in the
 same folder change it), the dtype and the max length; a store built by another identity is
-rebuilt, not mixed.
+rebuilt, not mixed. ``device: auto`` is ``cuda`` where torch sees one; on the CPU an encode runs on
+``threads`` intra-op threads (set for the encoding thread only, restored after). ``thread_safe``
+says whether concurrent encodes may share the embedder (the torch tokenizer may not: the retriever
+serialises them; the ONNX backend, :mod:`pipelines.retrieval.onnx_embedder`, may).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -41,6 +46,38 @@ class Embedder(Protocol):
     def encode_documents(self, texts: list[str]) -> Encoded: ...
 
     def encode_queries(self, texts: list[str]) -> Encoded: ...
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: ``cuda`` where torch sees a GPU, else ``cpu``; any other name as given."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class TorchThreads:
+    """Runs CPU encodes on ``threads`` intra-op threads: set on the encoding thread for the call and
+    restored to the count torch had when this was made (``None``: left alone)."""
+
+    def __init__(self, threads: int | None, device: str):
+        import torch
+
+        self.torch = torch
+        self.threads = threads if device.startswith("cpu") else None
+        self.default = torch.get_num_threads()
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self.threads is None or self.threads == self.default:
+            yield
+            return
+        self.torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            self.torch.set_num_threads(self.default)
 
 
 def _check_path(path: str) -> Path:
@@ -74,12 +111,16 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 class SentenceTransformerEmbedder:
     """A local sentence-transformers model (dense only)."""
 
+    thread_safe = False  # one fast tokenizer: concurrent calls fail ("Already borrowed")
+
     def __init__(self, cfg: EmbedderConfig):
         from sentence_transformers import SentenceTransformer
 
         folder = _check_path(cfg.path)
         self.cfg = cfg
-        self.model = SentenceTransformer(str(folder), device=cfg.device, local_files_only=True)
+        self.device = resolve_device(cfg.device)
+        self.model = SentenceTransformer(str(folder), device=self.device, local_files_only=True)
+        self.threads = TorchThreads(cfg.threads, self.device)
         self.model.max_seq_length = min(cfg.max_length, self.model.max_seq_length or cfg.max_length)
         dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
         self.identity = model_identity(
@@ -89,9 +130,10 @@ class SentenceTransformerEmbedder:
     def _encode(self, texts: list[str]) -> Encoded:
         if not texts:
             return Encoded(np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32))
-        vectors = self.model.encode(
-            texts, batch_size=self.cfg.batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
+        with self.threads():
+            vectors = self.model.encode(
+                texts, batch_size=self.cfg.batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
         return Encoded(_normalise(vectors))
 
     def encode_documents(self, texts: list[str]) -> Encoded:
@@ -104,11 +146,15 @@ class SentenceTransformerEmbedder:
 class BGEM3Embedder:
     """FlagEmbedding BGE-M3: dense = normalised CLS vector; sparse = lexical weights (optional)."""
 
+    thread_safe = False
+
     def __init__(self, cfg: EmbedderConfig):
         from FlagEmbedding import BGEM3FlagModel
 
         folder = _check_path(cfg.path)
+        cfg = cfg.model_copy(update={"device": resolve_device(cfg.device)})
         self.cfg = cfg
+        self.threads = TorchThreads(cfg.threads, cfg.device)
         self.model = BGEM3FlagModel(
             str(folder),
             use_fp16=cfg.use_fp16,
@@ -126,14 +172,15 @@ class BGEM3Embedder:
 
     def _encode(self, texts: list[str], *, query: bool) -> Encoded:
         encode = self.model.encode_queries if query else self.model.encode_corpus
-        out = encode(
-            texts,
-            batch_size=self.cfg.batch_size,
-            max_length=self.cfg.max_length,
-            return_dense=True,
-            return_sparse=self.cfg.sparse,
-            return_colbert_vecs=False,
-        )
+        with self.threads():
+            out = encode(
+                texts,
+                batch_size=self.cfg.batch_size,
+                max_length=self.cfg.max_length,
+                return_dense=True,
+                return_sparse=self.cfg.sparse,
+                return_colbert_vecs=False,
+            )
         sparse = None
         if self.cfg.sparse:
             sparse = [{str(k): float(v) for k, v in weights.items()} for weights in out["lexical_weights"]]
@@ -156,4 +203,8 @@ def build_embedder(cfg: EmbedderConfig) -> Embedder:
     log.info("loading %s embedder from %s", cfg.kind, cfg.path)
     if cfg.kind == "bge_m3":
         return BGEM3Embedder(cfg)
+    if cfg.backend == "onnx":
+        from pipelines.retrieval.onnx_embedder import OnnxSentenceEmbedder
+
+        return OnnxSentenceEmbedder(cfg)
     return SentenceTransformerEmbedder(cfg)

@@ -15,6 +15,7 @@ own). ``dense(query, ...)`` is the single-query baseline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -145,7 +146,8 @@ class Retriever:
         self.cfg = cfg
         self.rewriter = rewriter
         self.reranker = reranker
-        self._encode_lock = threading.Lock()  # one tokenizer/model: concurrent encodes would clash
+        # one tokenizer/model: concurrent encodes would clash, unless the embedder says they may not
+        self._encode_lock = contextlib.nullcontext() if getattr(embedder, "thread_safe", False) else threading.Lock()
         self.searches = SearchBatcher(store)  # concurrent retrievals share Chroma queries
 
     def kinds_for(self, group: str | None, kinds: list[str] | None) -> list[str]:

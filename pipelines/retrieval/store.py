@@ -10,6 +10,10 @@ A kind built from empty (new, or replaced because another embedder built it) is 
 staging name ``<name>__partial``, renamed ``<name>__complete`` once every chunk is in, then swapped
 in for the old collection (:meth:`KnowledgeStore.promote`). A crash never leaves a kind half empty:
 :meth:`KnowledgeStore.recover` drops a partial staging collection and finishes a complete one.
+
+Queries reuse each kind's collection handle and chunk count (a generation stage's store is read
+only: looking them up cost three Chroma calls per query); every write through the store forgets
+them, so the next query sees the written chunks.
 """
 
 from __future__ import annotations
@@ -104,6 +108,7 @@ class KnowledgeStore:
         self.page_size = page_size
         self.server = server
         self.client = open_server_client(server) if server is not None else open_client(self.path)
+        self._readers: dict[str, tuple[Any, int]] = {}  # kind -> (collection or None, count)
 
     @classmethod
     def open(cls, cfg: StoreConfig, root: Path | str = ".") -> KnowledgeStore:
@@ -121,6 +126,17 @@ class KnowledgeStore:
     def name(self, kind: str) -> str:
         return f"{self.prefix}{kind}"
 
+    def _forget(self) -> None:
+        """A write: the cached collection handles and counts may be stale."""
+        self._readers.clear()
+
+    def _reader(self, kind: str) -> tuple[Any, int]:
+        """``(collection, count)`` of ``kind`` (``(None, 0)`` if missing), looked up once until a write."""
+        if kind not in self._readers:
+            coll = self.collection(kind) if kind in self.existing_kinds() else None
+            self._readers[kind] = (coll, coll.count() if coll is not None else 0)
+        return self._readers[kind]
+
     def _names(self) -> set[str]:
         return {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
 
@@ -134,6 +150,7 @@ class KnowledgeStore:
         name = name or self.name(kind)
         if embedder_identity is None:
             return self.client.get_collection(name, embedding_function=None)
+        self._forget()
         return self.client.get_or_create_collection(
             name,
             configuration=COSINE,
@@ -148,6 +165,7 @@ class KnowledgeStore:
 
     def drop(self, kind: str, *, name: str | None = None) -> None:
         name = name or self.name(kind)
+        self._forget()
         if name in self._names():
             self.client.delete_collection(name)
 
@@ -161,6 +179,7 @@ class KnowledgeStore:
     def promote(self, kind: str) -> None:
         """Swap the fully written staging collection of ``kind`` in for the live one."""
         partial, complete = self.name(kind) + PARTIAL, self.name(kind) + COMPLETE
+        self._forget()
         if partial in self._names():
             self.client.get_collection(partial, embedding_function=None).modify(name=complete)
         self.drop(kind)
@@ -217,6 +236,7 @@ class KnowledgeStore:
         name: str | None = None,
     ) -> None:
         coll = self.collection(kind, identity, name=name)
+        self._forget()
         for lo, hi in self._batches(len(ids)):
             coll.upsert(ids=ids[lo:hi], documents=texts[lo:hi], embeddings=vectors[lo:hi], metadatas=metas[lo:hi])
 
@@ -226,6 +246,7 @@ class KnowledgeStore:
         """Replace the metadata of ``ids`` by ``metas``. Chroma's update merges, so keys the stored
         metadata has and ``metas`` lacks are sent as ``None`` (deleted), except the ``keep`` keys."""
         coll = self.collection(kind)
+        self._forget()
         for lo, hi in self._batches(len(ids)):
             got = coll.get(ids=ids[lo:hi], include=["metadatas"])
             stored = dict(zip(got["ids"], got["metadatas"], strict=True))
@@ -237,6 +258,7 @@ class KnowledgeStore:
 
     def delete(self, kind: str, ids: list[str]) -> None:
         coll = self.collection(kind)
+        self._forget()
         for lo, hi in self._batches(len(ids)):
             coll.delete(ids=ids[lo:hi])
 
@@ -244,10 +266,8 @@ class KnowledgeStore:
         self, kind: str, vectors: np.ndarray, k: int, where: dict[str, Any] | None = None
     ) -> list[list[StoredChunk]]:
         """Top-``k`` chunks of ``kind`` for each query vector, best first (score = cosine similarity)."""
-        if kind not in self.existing_kinds():
-            return [[] for _ in range(len(vectors))]
-        coll = self.collection(kind)
-        n = min(k, coll.count())
+        coll, count = self._reader(kind)
+        n = min(k, count)
         if n == 0:
             return [[] for _ in range(len(vectors))]
         got = coll.query(

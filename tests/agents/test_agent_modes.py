@@ -203,3 +203,15 @@ def test_a_call_can_narrow_the_output_model_while_the_prompt_keeps_the_declared_
     assert agent.parse('{"reasoning": "r", "answer": "No"}', "json") is False  # the declared model still admits it
     text = asyncio.run(agent.run(FakeLLM(["<No>"]), {"item": "q"}, mode="text", output=YesOnly))
     assert text.ok and text.parsed is False  # text mode ignores the narrowed model
+
+
+def test_the_schema_text_is_serialised_once_per_schema(monkeypatch):
+    agent = typed()
+    calls, dumps = [], json.dumps
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: calls.append(k.get("indent")) or dumps(*a, **k))
+    first = [agent.render(output_mode="json", item=f"q{i}")[0]["content"] for i in range(3)]
+    assert calls == [2] and first[0] == first[2] and agent.output_schema_text() in first[0]
+    agent.json_schema = {"type": "object", "properties": {"only": {"type": "string"}}}  # as KGC experts do
+    assert agent.output_schema_text() == dumps(agent.json_schema, indent=2) and calls == [2, 2]
+    agent.json_schema = None
+    assert agent.output_schema_text() == ""

@@ -166,6 +166,36 @@ def test_one_shot_demonstrations_are_the_nearest_by_minilm(tmp_path, monkeypatch
         assert demo != sentence and prompt.split("\n")[2].startswith("Answer: ")
 
 
+def test_a_second_run_reads_the_demonstration_pools_from_the_vector_cache(tmp_path, monkeypatch):
+    from pipelines.retrieval.embedders import SentenceTransformerEmbedder
+    from tests.tiny_models import minilm_dir
+
+    monkeypatch.chdir(tmp_path)
+    encoded: list[int] = []
+    original = SentenceTransformerEmbedder.encode_documents
+
+    def counting(self, texts):
+        encoded.append(len(texts))
+        return original(self, texts)
+
+    monkeypatch.setattr(SentenceTransformerEmbedder, "encode_documents", counting)
+    extra = f"  shots: [1]\n  embedder: {{path: {minilm_dir()}}}\n  demo_cache: demos\n"  # relative: to the root
+    params = write_params(tmp_path, systems="[autokg]", extra=extra)
+    assert main(["--params", str(params)]) == 0
+
+    def prompts() -> list:
+        rows = (tmp_path / "data/generated/kgc/traces.jsonl").read_text().splitlines()
+        return [json.loads(row)["prompt"] for row in rows]
+
+    first = prompts()
+    cold, encoded[:] = list(encoded), []
+    assert main(["--params", str(params)]) == 0
+    assert prompts() == first  # the same demonstrations
+    # cold: the 9 distinct evaluated sentences, then the pools (4 conllpp, 3 nyt11_hrl, an empty ace05 one)
+    assert sorted(cold) == [0, 3, 4, 9] and encoded == [9]
+    assert len(list((tmp_path / "demos").glob("*.npy"))) == 3
+
+
 def test_a_dataset_of_unknown_labels_fails_the_stage(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     schema = json.loads((ROOT / "pipelines/kgc/schemas/nyt11_hrl.json").read_text())
