@@ -23,7 +23,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from pipelines.config import StrictModel
+from pipelines.strict import StrictModel
 from pipelines.llm.config import BackendConfig, LLMConfig
 
 SECTION = "llm"

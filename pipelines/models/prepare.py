@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pipelines.config import StrictModel
+from pipelines.strict import StrictModel
 from pipelines.io import apply_umask_modes, write_json_atomic
 
 log = logging.getLogger(__name__)
