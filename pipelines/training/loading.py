@@ -13,10 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipelines.training.chat_encoding import install_remote_code_shims, stop_token_ids, tokenizer_fingerprint
+from pipelines.models.chat_encoding import install_remote_code_shims, stop_token_ids, tokenizer_fingerprint
+from pipelines.models.remote_code import load_remote_aware
 from pipelines.training.config import TrainConfig
 from pipelines.training.families import Family, attention_implementation, model_stop_ids, prepare_tokenizer
-from pipelines.training.remote_code import load_remote_aware
 
 log = logging.getLogger(__name__)
 
