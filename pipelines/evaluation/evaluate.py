@@ -63,8 +63,8 @@ def check_adapters(cfg: EvaluateConfig, root: Path) -> None:
 
 def tables_markdown(metrics: dict[str, Any]) -> str:
     """``tables.md``: the report's tables of these metrics (same builders as ``reports/summary.md``)."""
-    from pipelines.evaluation.report.render import SummaryHeader, summary_markdown
     from pipelines.evaluation.report.summary import OFFLINE_BANNER, build_sections
+    from pipelines.reporting.render import SummaryHeader, summary_markdown
 
     view = {k: metrics[k] for k in ("offline_default", "tagging", "kgc", "deltas", "deltas_provenance") if k in metrics}
     if "tutoring" in metrics:

@@ -43,9 +43,9 @@ from pipelines.evaluation.ablation import estimate
 from pipelines.evaluation.ablation.kgc import PAPER_EXPERIMENTS as KGC_PAPER_EXPERIMENTS
 from pipelines.evaluation.ablation.kgc import kgc_paper_tables
 from pipelines.evaluation.ablation.tables import ablation_table, experiments
-from pipelines.evaluation.report.render import table_markdown
-from pipelines.evaluation.report.tables import Table
 from pipelines.io import atomic_open, write_json_atomic
+from pipelines.reporting.render import table_markdown
+from pipelines.reporting.tables import Table
 
 
 @dataclass(frozen=True)

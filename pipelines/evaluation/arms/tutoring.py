@@ -39,11 +39,11 @@ from pipelines.evaluation.arms.tutoring_systems import (
     system_roles,
 )
 from pipelines.evaluation.hts.scoring import hts_score
-from pipelines.evaluation.stats.bootstrap import delta_row
 from pipelines.io import write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
 from pipelines.ram2c.config import Ram2cConfig
+from pipelines.stats.bootstrap import delta_row
 
 PROMPT_ROLES = ("topic_writer", "student")  # the roles that write new held-out prompts
 

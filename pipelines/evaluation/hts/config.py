@@ -30,7 +30,7 @@ from pydantic import Field, field_validator, model_validator
 
 from pipelines.config import StrictModel
 from pipelines.evaluation.hts.judging import DIMENSIONS, Judge
-from pipelines.evaluation.stats.validity import ValidityRule
+from pipelines.stats.validity import ValidityRule
 
 
 class JudgeConfig(StrictModel):

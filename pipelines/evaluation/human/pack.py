@@ -113,8 +113,8 @@ def panel_tables(pack: Mapping[str, Any], judged: Mapping[str, Any], llm_tables:
 def import_ratings(paths: Sequence[Path], *, pack_dir: Path, metrics: Path | None) -> dict[str, Any]:
     """Score the filled sheets; write ``scores.json`` and ``tables.md`` into ``pack_dir``."""
     from pipelines.evaluation.hts.scoring import hts_scores
-    from pipelines.evaluation.report.render import table_markdown
-    from pipelines.evaluation.report.tables import hts_tables
+    from pipelines.reporting.render import table_markdown
+    from pipelines.reporting.tables import hts_tables
 
     pack = json.loads((pack_dir / "pack.json").read_text(encoding="utf-8"))
     judgments, problems = read_ratings(paths, pack_dir / "key.csv")
