@@ -36,6 +36,7 @@ from pipelines.kgc.scoring import corrections, score_sentence
 from pipelines.kgc.sft import sft_row_for
 from pipelines.kgc.team import CooperKGC, TeamResult
 from pipelines.llm.client import LLMRuntime
+from pipelines.retrieval.embedders import SentenceTransformerEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,6 @@ def make_selector(
     """The demonstration selector when some run has shots > 0 (embeds pools and sentences once)."""
     if max(cfg.shots) == 0:
         return None
-    from pipelines.retrieval.embedders import SentenceTransformerEmbedder
-
     embedder = SentenceTransformerEmbedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
     selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense)
     selector.prepare([s.text for s in evaluated])

@@ -43,8 +43,12 @@ from pipelines.llm.accounting import Accounting
 from pipelines.llm.cache import RequestCache, request_key
 from pipelines.llm.config import LLMConfig
 from pipelines.llm.in_progress import _busy
+from pipelines.llm.openai_backend import OpenAIBackend
+from pipelines.llm.scripted import ScriptedBackend
 from pipelines.llm.seeding import per_request
+from pipelines.llm.transformers_backend import TransformersBackend
 from pipelines.llm.types import Backend, ChatResult, LLMError, Message, SamplingParams
+from pipelines.llm.vllm_backend import VLLMBackend
 from pipelines.llm.waves import parked
 
 log = logging.getLogger(__name__)
@@ -271,20 +275,12 @@ def build_backend(spec: Any, *, where: str = "llm.default", cache_path: str | No
     libraries are imported only when chosen."""
     kind = spec.kind
     if kind == "openai":
-        from pipelines.llm.openai_backend import OpenAIBackend
-
         return OpenAIBackend(spec, where=where, cache_path=cache_path)
     if kind == "transformers":
-        from pipelines.llm.transformers_backend import TransformersBackend
-
         return TransformersBackend(spec)
     if kind == "vllm":
-        from pipelines.llm.vllm_backend import VLLMBackend
-
         return VLLMBackend(spec)
     if kind == "scripted":
-        from pipelines.llm.scripted import ScriptedBackend
-
         return ScriptedBackend.from_file(spec.replies, identity=spec.model)
     raise LLMError(f"unknown backend kind {kind!r}; use openai, vllm, transformers or scripted")
 

@@ -39,6 +39,7 @@ from pipelines.evaluation.arms.tutoring_systems import (
     system_roles,
 )
 from pipelines.evaluation.hts.scoring import hts_score
+from pipelines.evaluation.human.pack import write_human_pack
 from pipelines.io import write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
@@ -196,8 +197,6 @@ async def evaluate_tutoring(
     ]
     human = None
     if cfg.human is not None:
-        from pipelines.evaluation.human.pack import write_human_pack
-
         scoring = {
             "resamples": cfg.hts.resamples,
             "seed": cfg.hts.seed,

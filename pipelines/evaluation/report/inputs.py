@@ -31,6 +31,7 @@ from typing import Any
 from pipelines.kgc.table2 import matching_note, system_label, table2
 from pipelines.llm.config import LLMConfig, RoleSamplingConfig
 from pipelines.llm.shared import inherit, shared_section
+from pipelines.models.prepare import PrepareModelsConfig
 
 
 def _short(model: str) -> str:
@@ -60,8 +61,6 @@ def offline_default(params: Mapping[str, Any], sections: list[str]) -> bool:
     """True when every generating backend of ``sections`` is the local transformers backend on the
     chat model ``prepare_models`` writes (``prepare_models.chat_model_dir``); False when any role
     runs elsewhere (an API, vLLM, another model) or no section names a backend."""
-    from pipelines.models.prepare import PrepareModelsConfig
-
     offline_dir = os.path.normpath(
         PrepareModelsConfig.model_validate(params.get("prepare_models") or {}).chat_model_dir
     )
