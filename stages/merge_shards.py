@@ -34,8 +34,7 @@ log = logging.getLogger("edumas")
 
 
 def _teams() -> dict:
-    """team -> (params sections, finishing function, the stage's shortfalls); imported here so
-    --help stays fast."""
+    """team -> (params sections, finishing function, the stage's shortfalls)."""
     return {
         "tagging": ({"tagging": TaggingConfig}, finish_tagging, generate_tagging.shortfalls),
         "kgc": ({"kgc": KGCConfig}, finish_kgc, generate_kgc.shortfalls),

@@ -271,8 +271,8 @@ class LLM:
 
 def build_backend(spec: Any, *, where: str = "llm.default", cache_path: str | None = None) -> Backend:
     """Instantiate the backend for one spec (``where`` names it in params for error messages;
-    ``cache_path``, the run's ``llm.cache``, places a batch mode's journal beside it); heavy
-    libraries are imported only when chosen."""
+    ``cache_path``, the run's ``llm.cache``, places a batch mode's journal beside it); a backend
+    imports its heavy libraries (torch, vLLM) only when built."""
     kind = spec.kind
     if kind == "openai":
         return OpenAIBackend(spec, where=where, cache_path=cache_path)
