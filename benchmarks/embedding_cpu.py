@@ -19,7 +19,7 @@ import torch
 
 from pipelines.kgc.demo_cache import DemoVectorCache
 from pipelines.retrieval.config import EmbedderConfig
-from pipelines.retrieval.embedders import build_embedder
+from pipelines.retrieval.embedder_choice import build_embedder
 from pipelines.retrieval.onnx_embedder import OnnxSentenceEmbedder
 from tests.tiny_models import minilm_dir
 

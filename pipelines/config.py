@@ -10,39 +10,26 @@ what to change, e.g.::
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from pipelines.llm.shared import SECTION, SharedLLMConfig, llm_paths, shared_section, with_shared_llm
 from pipelines.redaction import looks_like_key
+from pipelines.strict import ALIASES, ConfigError, StrictModel, did_you_mean, distinct
+
+__all__ = [
+    "ALIASES", "DEFAULT_PARAMS", "ConfigError", "StrictModel", "did_you_mean", "distinct", "load_section",
+    "params_key_exists", "read_yaml", "section_from_params", "validate_section",
+]  # the strict primitives re-exported: most config models import StrictModel from here
 
 T = TypeVar("T", bound=BaseModel)
 
 DEFAULT_PARAMS = Path("params.yaml")
-
-
-class StrictModel(BaseModel):
-    """Base for every config model: unknown keys are errors, values are validated on assignment."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
-
-
-class ConfigError(ValueError):
-    """A params file that cannot be used; the message says where and how to fix it."""
-
-
-def distinct(what: str, values: list[Any], *, why: str = "") -> list[Any]:
-    """``values`` unchanged, or a ValueError naming ``what`` (and ``why`` it matters) when one repeats."""
-    if len(set(values)) != len(values):
-        repeated = sorted({str(v) for v in values if values.count(v) > 1})
-        reason = f" ({why})" if why else ""
-        raise ValueError(f"{what} must be distinct{reason}, got {values}; repeated: {', '.join(repeated)}")
-    return values
 
 
 def _key_lines(text: str) -> dict[tuple[str, ...], int]:
@@ -104,32 +91,6 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
     return data
-
-
-ALIASES = {
-    "base_url": "base_urls",
-    "api_base": "base_urls",
-    "url": "base_urls",
-    "urls": "base_urls",
-    "api_key": "api_key_env",
-    "model_name": "model",
-    "model_path": "model",
-    "max_new_tokens": "max_tokens",
-    "concurrent": "concurrency",
-}
-"""Names other tools use for a key of ours: an unknown key that is one of them gets a "did you mean"."""
-
-
-def did_you_mean(key: str, allowed: list[str]) -> str:
-    """`` (did you mean 'x'?)`` for an unknown ``key`` close to, or a common alias of, an allowed key."""
-    if key == "api_key" and "api_key_env" in allowed:  # not "did you mean": that invites pasting the key there
-        return (" (a key never goes in params.yaml: export it as an environment variable and give the variable's "
-                "name as api_key_env, default OPENAI_API_KEY)")
-    alias = ALIASES.get(key)
-    if alias in allowed:
-        return f" (did you mean {alias!r}?)"
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _shown(value: Any) -> str:
@@ -219,8 +180,6 @@ def section_from_params(
 ) -> T:
     """``section`` (dotted for nesting, e.g. ``train.sft``) of a params mapping as ``model``; its llm
     blocks inherit the top-level ``llm`` (:mod:`pipelines.llm.shared`), which is checked first."""
-    from pipelines.llm.shared import SECTION, SharedLLMConfig, llm_paths, shared_section, with_shared_llm
-
     node: Any = params
     for part in section.split("."):
         if not isinstance(node, dict) or part not in node:

@@ -12,6 +12,10 @@ class InputError(ValueError):
     """An unreadable input file; the message says which file (and line) and how to fix it."""
 
 
+class StageError(RuntimeError):
+    """A stage that ran but must not count as a result (the message says what happened and where)."""
+
+
 def read_input_text(path: Path | str, *, fix: str) -> str:
     """The UTF-8 text of ``path`` (a leading BOM dropped); :class:`InputError` when it is a folder or not
     UTF-8 (``fix`` says which params key to change for a wrong path)."""

@@ -39,12 +39,13 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel
 
-from pipelines.agents.shards import ShardConfig
 from pipelines.config import ConfigError, load_section
-from pipelines.errors import InputError
+from pipelines.errors import InputError, StageError
 from pipelines.io import remove_open_temporaries, remove_stale_temporaries_under, write_json_atomic
+from pipelines.llm.types import LLMError
 from pipelines.params_doc import help_epilog
-from pipelines.tracking import StageRun, redact_values, stage_run
+from pipelines.tracking import StageRun, redact_values
+from pipelines.workspace import check_queued_run
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -81,10 +82,6 @@ def _record_timing() -> None:
         write_json_atomic(TIMINGS_DIR / f"{name}.json", {"stage": name, "wall_s": round(wall, 1), "finished": finished})
     except OSError as exc:  # a read-only folder costs the estimate, never the stage
         log.warning("could not record the stage time: %s", exc)
-
-
-class StageError(RuntimeError):
-    """A stage that ran but must not count as a result (the message says what happened and where)."""
 
 
 class Terminated(BaseException):
@@ -193,8 +190,6 @@ def stage_setup_sections(
     setup_logging()
     _started.update(stage=stage_timing_name(stage, args.section, first), at=time.monotonic())
     remove_stale_stage_temporaries(stage)
-    from pipelines.evaluation.ablation.workspace import check_queued_run
-
     check_queued_run()  # a queued DVC experiment must see the workspace's cache, knowledge bases and ../shared
     cfgs = {}
     for index, (name, model) in enumerate(sections.items()):
@@ -232,8 +227,6 @@ def _unusable_path(exc: OSError) -> str:
 def run_stage(body: Callable[[], int | None], argv: list[str] | None = None) -> int:
     """Run a stage body; a user error becomes one ``error: ...`` line and an exit code (see the
     module docstring). ``--debug`` in ``argv`` (default ``sys.argv``) also prints the traceback."""
-    from pipelines.llm.types import LLMError
-
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     restore = _on_sigterm_raise()
     try:
@@ -268,52 +261,3 @@ def write_metrics(path: Path | str, metrics: dict[str, Any], run: StageRun | Non
     if run is not None:
         run.log_metrics(metrics)
     log.info("metrics written to %s", path)
-
-
-def run_generate_stage(
-    stage: str,
-    sections: dict[str, type[BaseModel]],
-    generate: Callable[[dict[str, Any]], dict[str, Any]],
-    summary: Callable[[dict[str, Any]], str],
-    argv: list[str] | None = None,
-    *,
-    shortfalls: Callable[[dict[str, Any], dict[str, Any]], list] | None = None,
-) -> int:
-    """The body every ``generate_<team>`` stage shares, through :func:`run_stage`: load ``sections``
-    (the first is the team's own, whose ``outputs.reports_dir`` receives ``metrics.json``; a shard's
-    folder there with ``--shard INDEX/COUNT``, which sets the section's ``shard``), open the
-    stage's W&B run, call ``generate(cfgs)`` for the metrics, write them, log ``summary(metrics)``.
-    ``shortfalls(cfgs, metrics)`` names what was requested and not produced
-    (:mod:`pipelines.agents.shortfalls`): each is a WARNING in the log and a row of
-    ``metrics["shortfalls"]``. Returns the exit code."""
-
-    def shard_option(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--shard",
-            metavar="INDEX/COUNT",
-            help="run only shard INDEX of COUNT (0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT); "
-            "merge with python -m stages.merge_shards",
-        )
-
-    def body() -> int:
-        args, cfgs = stage_setup_sections(stage, sections, argv, add_arguments=shard_option)
-        first = next(iter(sections))
-        if args.shard is not None:
-            try:
-                cfgs[first] = cfgs[first].model_copy(update={"shard": ShardConfig.parse(args.shard)})
-            except ValueError as exc:
-                raise ConfigError(f"--shard {args.shard}: {exc}") from None
-        cfg = cfgs[first]
-        with stage_run(stage, cfg.model_dump()) as run:
-            metrics = generate(cfgs)
-            if shortfalls is not None:
-                from pipelines.agents.shortfalls import flag_shortfalls
-
-                metrics["shortfalls"] = flag_shortfalls(stage, shortfalls(cfgs, metrics))
-            outputs = cfg.shard.outputs(cfg.outputs) if hasattr(cfg, "shard") else cfg.outputs
-            write_metrics(Path(outputs.reports_dir) / "metrics.json", metrics, run)
-        log.info("%s", summary(metrics))
-        return 0
-
-    return run_stage(body, argv)
-

@@ -27,7 +27,11 @@ from pipelines.config import load_section
 from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.evaluate import evaluate, needed_sections
 from pipelines.io import atomic_open
+from pipelines.kgc.config import KGCConfig
+from pipelines.ram2c.config import Ram2cConfig
+from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
+from pipelines.tagging.config import TaggingConfig
 from pipelines.tracking import stage_run
 
 log = logging.getLogger("edumas")
@@ -39,11 +43,6 @@ NO_PACK = (
 
 
 def section_models() -> dict:
-    from pipelines.kgc.config import KGCConfig
-    from pipelines.ram2c.config import Ram2cConfig
-    from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
-    from pipelines.tagging.config import TaggingConfig
-
     return {
         "tagging": TaggingConfig,
         "kgc": KGCConfig,

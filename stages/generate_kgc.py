@@ -18,11 +18,12 @@ unknown labels, an LLM failure or more failed samples than ``max_failed_share``;
 
 from __future__ import annotations
 
+from pipelines.agents.generate_stage import run_generate_stage
 from pipelines.agents.shortfalls import Shortfall, count_shortfall, unparseable_shortfalls
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.datasets import ReaderError
 from pipelines.kgc.run import generate_kgc
-from pipelines.stage import StageError, run_generate_stage
+from pipelines.stage import StageError
 
 
 def summary_line(metrics: dict) -> str:

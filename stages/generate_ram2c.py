@@ -20,11 +20,11 @@ samples than ``max_failed_share``; 2 bad params.
 
 from __future__ import annotations
 
+from pipelines.agents.generate_stage import run_generate_stage
 from pipelines.agents.shortfalls import count_shortfall
 from pipelines.ram2c.config import Ram2cConfig
 from pipelines.ram2c.run import generate_ram2c
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
-from pipelines.stage import run_generate_stage
 
 SECTIONS = {"ram2c": Ram2cConfig, "build_kb": BuildKBConfig, "retrieval": RetrievalConfig}
 

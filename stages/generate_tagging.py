@@ -18,8 +18,8 @@ cache), an empty evaluation set or more failed samples than ``max_failed_share``
 
 from __future__ import annotations
 
+from pipelines.agents.generate_stage import run_generate_stage
 from pipelines.agents.shortfalls import count_shortfall, unparseable_shortfalls
-from pipelines.stage import run_generate_stage
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.run import generate_tagging
 

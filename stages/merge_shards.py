@@ -21,22 +21,20 @@ from pathlib import Path
 from pipelines.agents.merge import merge_shard_outputs
 from pipelines.agents.shards import ShardConfig, params_fingerprint
 from pipelines.agents.shortfalls import flag_shortfalls
+from pipelines.kgc.config import KGCConfig
+from pipelines.kgc.run import finish_kgc
+from pipelines.ram2c.run import finish_ram2c, team_retrieval_config
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
+from pipelines.tagging.config import TaggingConfig
+from pipelines.tagging.run import finish_tagging
 from pipelines.tracking import stage_run
+from stages import generate_kgc, generate_ram2c, generate_tagging
 
 log = logging.getLogger("edumas")
 
 
 def _teams() -> dict:
-    """team -> (params sections, finishing function, the stage's shortfalls); imported here so
-    --help stays fast."""
-    from pipelines.kgc.config import KGCConfig
-    from pipelines.kgc.run import finish_kgc
-    from pipelines.ram2c.run import finish_ram2c
-    from pipelines.tagging.config import TaggingConfig
-    from pipelines.tagging.run import finish_tagging
-    from stages import generate_kgc, generate_ram2c, generate_tagging
-
+    """team -> (params sections, finishing function, the stage's shortfalls)."""
     return {
         "tagging": ({"tagging": TaggingConfig}, finish_tagging, generate_tagging.shortfalls),
         "kgc": ({"kgc": KGCConfig}, finish_kgc, generate_kgc.shortfalls),
@@ -58,8 +56,6 @@ def _run(argv: list[str] | None) -> int:
     cfg = cfgs[next(iter(sections))]
     outputs = ShardConfig().outputs(cfg.outputs)  # the folders one run writes
     if args.team == "ram2c":  # generate_ram2c fingerprints the retrieval it ran: ram2c.n_rewrites over retrieval's
-        from pipelines.ram2c.run import team_retrieval_config
-
         cfgs = {**cfgs, "retrieval": team_retrieval_config(cfgs["ram2c"], cfgs["retrieval"])}
     fingerprint = params_fingerprint(*cfgs.values())
     with stage_run(f"merge_shards_{args.team}", cfg.model_dump()) as run:

@@ -5,9 +5,9 @@ The generation harness (systems over samples, streamed outputs, failure budget) 
 """
 
 from pipelines.agents.agent import Agent, AgentRecord, AgentSchemaError, OutputMode, ParseError, to_jsonable
-from pipelines.agents.limits import CallLimiter, call_slot
 from pipelines.agents.runner import Runner, RunReport, SampleOutcome, SampleTrace
 from pipelines.agents.templates import PromptTemplate, TemplateError
+from pipelines.llm.limits import CallLimiter, call_slot
 
 __all__ = [
     "Agent",

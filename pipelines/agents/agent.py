@@ -34,6 +34,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from pipelines.agents.parsing import ParseError, json_object, truncated_json_objects
 from pipelines.agents.templates import PromptTemplate
 from pipelines.llm.types import LLMError, Message, SamplingParams
 
@@ -41,10 +42,6 @@ T = TypeVar("T")
 OutputMode = Literal["text", "json"]
 OUTPUT_MODES = ("text", "json")
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "stop", "seed", "n")
-
-
-class ParseError(ValueError):
-    """A reply that does not have the expected form; the message says what was missing."""
 
 
 class AgentSchemaError(LLMError):
@@ -239,8 +236,6 @@ class Agent(Generic[T]):
         if mode == "text":
             return self.parser(text)
         self._check_mode(mode)
-        from pipelines.agents.parsing import json_object, truncated_json_objects
-
         try:
             candidates = [json_object(text)]
         except ParseError:

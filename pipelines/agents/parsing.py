@@ -17,7 +17,10 @@ from typing import Any
 import hjson
 import pydantic_core
 
-from pipelines.agents.agent import ParseError
+
+class ParseError(ValueError):
+    """A reply that does not have the expected form; the message says what was missing."""
+
 
 VERDICT_TAG = re.compile(r"<\s*(yes|no|是|否)\s*>", re.I)
 VERDICT_LINE = re.compile(r"(?:answer|verdict|judg(?:e)?ment|答案|结论|判断)\s*[:：]\s*[*_`\s]*(yes|no|是|否)\b", re.I)

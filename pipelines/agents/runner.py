@@ -5,7 +5,7 @@
 
 ``worker(item, trace)`` handles one sample and returns its result; it adds trace rows to
 ``trace`` (a :class:`SampleTrace`). Every LLM call inside it shares the run's
-:class:`CallLimiter` (see :mod:`pipelines.agents.limits`), so the engine always sees up to
+:class:`CallLimiter` (see :mod:`pipelines.llm.limits`), so the engine always sees up to
 ``concurrency`` requests and no more. Samples are admitted in order, at most ``max_pending`` at
 a time; ``on_done(outcome)`` receives every :class:`SampleOutcome` in input order as soon as it
 and all earlier samples are done, and a sample's admission slot is freed only then, so memory
@@ -30,9 +30,9 @@ from typing import Any, Generic, TypeVar
 from tqdm.auto import tqdm
 
 from pipelines.agents.agent import AgentRecord, to_jsonable
-from pipelines.agents.limits import CallLimiter, install
 from pipelines.agents.trace_order import order_key, ordered_tasks, sort_rows
 from pipelines.io import write_jsonl_atomic
+from pipelines.llm.limits import CallLimiter, install
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.evaluation.arms.config import EvaluateConfig
+from pipelines.evaluation.arms.kgc import evaluate_kgc
+from pipelines.evaluation.arms.tagging import evaluate_tagging
 from pipelines.evaluation.arms.tuned import offline_default, require_adapter
+from pipelines.evaluation.arms.tutoring import evaluate_tutoring
+from pipelines.evaluation.report.summary import OFFLINE_BANNER, build_sections
 from pipelines.io import atomic_open
+from pipelines.reporting.render import SummaryHeader, summary_markdown
 
 log = logging.getLogger(__name__)
 SECTION_OF = {"tagging": "tagging", "kgc": "kgc", "tutoring": "ram2c"}
@@ -63,9 +68,6 @@ def check_adapters(cfg: EvaluateConfig, root: Path) -> None:
 
 def tables_markdown(metrics: dict[str, Any]) -> str:
     """``tables.md``: the report's tables of these metrics (same builders as ``reports/summary.md``)."""
-    from pipelines.evaluation.report.render import SummaryHeader, summary_markdown
-    from pipelines.evaluation.report.summary import OFFLINE_BANNER, build_sections
-
     view = {k: metrics[k] for k in ("offline_default", "tagging", "kgc", "deltas", "deltas_provenance") if k in metrics}
     if "tutoring" in metrics:
         view["hts"] = metrics["tutoring"]["hts"]
@@ -75,10 +77,6 @@ def tables_markdown(metrics: dict[str, Any]) -> str:
 
 async def evaluate_async(cfg: EvaluateConfig, sections: dict[str, Any], root: Path | str = ".") -> dict[str, Any]:
     """Run the chosen systems one after another (each loads and frees its models)."""
-    from pipelines.evaluation.arms.kgc import evaluate_kgc
-    from pipelines.evaluation.arms.tagging import evaluate_tagging
-    from pipelines.evaluation.arms.tutoring import evaluate_tutoring
-
     root = Path(root)
     check_adapters(cfg, root)
     runners = {"tagging": evaluate_tagging, "kgc": evaluate_kgc, "tutoring": evaluate_tutoring}

@@ -16,11 +16,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.report.plots import kgc_rounds_plot
 from pipelines.io import atomic_open
 from pipelines.kgc.schema import Argument, Entity, Event, Triple
 from pipelines.kgc.scoring import score
 from pipelines.kgc.table2 import gain, matching_note, system_label, table2
+from pipelines.reporting.plots import kgc_rounds_plot
 
 CORRECTION_KEYS = ("appeared", "appeared_correct", "appeared_from_peer", "disappeared", "disappeared_correct")
 

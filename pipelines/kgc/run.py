@@ -37,6 +37,7 @@ from pipelines.kgc.scoring import corrections, score_sentence
 from pipelines.kgc.sft import sft_row_for
 from pipelines.kgc.team import CooperKGC, TeamResult
 from pipelines.llm.client import LLMRuntime
+from pipelines.retrieval.embedder_choice import build_embedder
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,6 @@ def make_selector(
     """The demonstration selector when some run has shots > 0 (embeds pools and sentences once)."""
     if max(cfg.shots) == 0:
         return None
-    from pipelines.retrieval.embedders import build_embedder
-
     embedder = build_embedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
     folder = root / Path(cfg.demo_cache).expanduser() if cfg.demo_cache else default_folder()  # relative: to root
     cache = DemoVectorCache(folder, identity=embedder.identity)

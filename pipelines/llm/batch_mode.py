@@ -40,6 +40,7 @@ from pipelines.llm.batch_protocol import (
     split,
     upload_form,
 )
+from pipelines.llm.limits import current
 from pipelines.llm.openai_protocol import RETRYABLE_STATUS, server_message
 from pipelines.llm.types import ChatResult, LLMError, Message, SamplingParams
 from pipelines.llm.waves import parked, quiescent
@@ -110,8 +111,6 @@ class BatchCollector:
 
     async def chat(self, messages: list[Message], params: SamplingParams, key: str | None) -> ChatResult:
         """Answer one call through a batch (or a kept result of an earlier run's batch)."""
-        from pipelines.agents.limits import current
-
         self._bind()
         self._limiter = current()[0] or self._limiter
         mode = self.backend.spec.structured_output if params.json_schema is not None else "none"

@@ -15,9 +15,9 @@ by the roles that name it), owns the request cache and the usage accounting, and
 A call first looks in the request cache (a hit holds no concurrency slot), then among the calls in
 flight (the very same request sent by another system at the same time waits for that one's reply,
 counted as a cache hit, instead of being sent twice); on a miss it takes one
-slot of the run's limit (:mod:`pipelines.agents.limits`) around the backend call only, and while
+slot of the run's limit (:mod:`pipelines.llm.limits`) around the backend call only, and while
 calls are in flight the young generation of the garbage collector is collected less often
-(:class:`_YoungGenerationWhileBusy`).
+(:class:`pipelines.llm.in_progress._YoungGenerationWhileBusy`).
 
 Re-asks that cannot help are skipped (:class:`ReaskWatch`, for backends with ``watch_reasks``: the
 servers; a local or scripted backend samples as it is told): once a backend has answered
@@ -29,7 +29,6 @@ in ``skipped`` and warned about once.
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
 import inspect
 import logging
@@ -39,14 +38,19 @@ from typing import Any
 
 import orjson
 
+from pipelines.llm import limits
 from pipelines.llm.accounting import Accounting
 from pipelines.llm.cache import RequestCache, request_key
 from pipelines.llm.config import LLMConfig
+from pipelines.llm.in_progress import _busy
+from pipelines.llm.openai_backend import OpenAIBackend
+from pipelines.llm.scripted import ScriptedBackend
 from pipelines.llm.seeding import per_request
+from pipelines.llm.transformers_backend import TransformersBackend
 from pipelines.llm.types import Backend, ChatResult, LLMError, Message, SamplingParams
+from pipelines.llm.vllm_backend import VLLMBackend
 from pipelines.llm.waves import parked
 
-_limits: Any = None
 log = logging.getLogger(__name__)
 
 
@@ -100,55 +104,8 @@ class ReaskWatch:
 
 
 def _current_slot() -> tuple[Any, int]:
-    """The run's call limiter and priority (:func:`pipelines.agents.limits.current`); imported on
-    first use: pipelines.agents imports the LLM runtime's types, and may import this module."""
-    global _limits
-    if _limits is None:
-        from pipelines.agents import limits
-
-        _limits = limits
-    return _limits.current()
-
-
-class _YoungGenerationWhileBusy:
-    """While LLM calls are in flight (cached ones too) the garbage collector's young generation is collected after
-    ``threshold`` net allocations instead of Python's 700.
-
-    Thousands of calls in flight keep their objects alive for the call's latency, so every young
-    collection finds nothing to free and promotes them, and the old generations fill with
-    soon-dead objects: collections took 10-25 % of the client's CPU per call in
-    ``benchmarks/runtime_overhead.py`` (2,000 calls at 256 in flight: ~200 ms of pauses, among
-    them full collections of 100-160 ms), while the call path makes no reference cycles. The
-    previous thresholds return when the last call ends."""
-
-    threshold = 10_000
-
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.saved: tuple[int, int, int] | None = None
-
-    def enter(self) -> None:
-        if self.in_flight == 0:
-            saved = gc.get_threshold()
-            if 0 < saved[0] < self.threshold:
-                gc.set_threshold(self.threshold, saved[1], 100)
-                self.saved = saved
-        self.in_flight += 1
-
-    def leave(self) -> None:
-        self.in_flight -= 1
-        if self.in_flight == 0 and self.saved is not None:
-            if gc.get_threshold()[0] == self.threshold:  # nobody else changed it meanwhile
-                gc.set_threshold(*self.saved)
-            self.saved = None
-
-
-_busy = _YoungGenerationWhileBusy()
-
-
-def calls_in_progress() -> int:
-    """``LLM.chat`` calls entered and not yet returned, cached ones included (:mod:`pipelines.llm.waves`)."""
-    return _busy.in_flight
+    """The run's call limiter and priority (:func:`pipelines.llm.limits.current`)."""
+    return limits.current()
 
 
 def cacheable(result: ChatResult) -> bool:
@@ -314,24 +271,16 @@ class LLM:
 
 def build_backend(spec: Any, *, where: str = "llm.default", cache_path: str | None = None) -> Backend:
     """Instantiate the backend for one spec (``where`` names it in params for error messages;
-    ``cache_path``, the run's ``llm.cache``, places a batch mode's journal beside it); heavy
-    libraries are imported only when chosen."""
+    ``cache_path``, the run's ``llm.cache``, places a batch mode's journal beside it); a backend
+    imports its heavy libraries (torch, vLLM) only when built."""
     kind = spec.kind
     if kind == "openai":
-        from pipelines.llm.openai_backend import OpenAIBackend
-
         return OpenAIBackend(spec, where=where, cache_path=cache_path)
     if kind == "transformers":
-        from pipelines.llm.transformers_backend import TransformersBackend
-
         return TransformersBackend(spec)
     if kind == "vllm":
-        from pipelines.llm.vllm_backend import VLLMBackend
-
         return VLLMBackend(spec)
     if kind == "scripted":
-        from pipelines.llm.scripted import ScriptedBackend
-
         return ScriptedBackend.from_file(spec.replies, identity=spec.model)
     raise LLMError(f"unknown backend kind {kind!r}; use openai, vllm, transformers or scripted")
 

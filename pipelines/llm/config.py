@@ -21,9 +21,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from pipelines.config import StrictModel, did_you_mean
 from pipelines.llm.types import SamplingParams
 from pipelines.redaction import EnvVarName
+from pipelines.strict import StrictModel, did_you_mean
 
 
 class SamplingConfig(StrictModel):

@@ -55,6 +55,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from pipelines.llm.batch_journal import journal_path
+from pipelines.llm.batch_mode import BatchCollector
 from pipelines.llm.config import OpenAIBackendConfig
 from pipelines.llm.openai_protocol import (
     FALLBACK,
@@ -140,8 +142,6 @@ class OpenAIBackend:
         self.probes: list[ChatResult] = []  # the preflight's chat calls (the runtime counts their usage)
         self.batch = None
         if spec.mode == "batch":
-            from pipelines.llm.batch_journal import journal_path
-            from pipelines.llm.batch_mode import BatchCollector
 
             self.batch = BatchCollector(self, journal=journal_path(spec, where=where, cache_path=cache_path))
 

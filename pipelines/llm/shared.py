@@ -23,8 +23,8 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field
 
-from pipelines.config import StrictModel
 from pipelines.llm.config import BackendConfig, LLMConfig
+from pipelines.strict import StrictModel
 
 SECTION = "llm"
 INHERITED = ("default", "cache")

@@ -55,7 +55,9 @@ from pipelines.llm.batching import MicroBatcher
 from pipelines.llm.config import TransformersBackendConfig
 from pipelines.llm.grammar import GrammarMask, SchemaGrammars
 from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
+from pipelines.models.chat_encoding import install_remote_code_shims, patch_left_only_pad
 from pipelines.models.fingerprint import folder_fingerprint
+from pipelines.models.remote_code import load_remote_aware
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +220,9 @@ class TransformersBackend:
             if spec.adapter and (Path(spec.adapter) / "tokenizer_config.json").exists():
                 tokenizer_source = spec.adapter  # a fine-tune may ship its own chat template
             if spec.trust_remote_code:  # names transformers 5 removed that remote code (MiniCPM) imports
-                from pipelines.training.chat_encoding import install_remote_code_shims
-
                 install_remote_code_shims()
             tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=spec.trust_remote_code)
             if spec.trust_remote_code:  # ChatGLM3's remote _pad takes no padding_side (it pads left, as here)
-                from pipelines.training.chat_encoding import patch_left_only_pad
-
                 patch_left_only_pad(tokenizer)
             if not tokenizer.chat_template:
                 raise LLMError(f"tokenizer of {tokenizer_source} has no chat template; use an instruct model")
@@ -233,8 +231,6 @@ class TransformersBackend:
                 tokenizer.pad_token = tokenizer.eos_token
             if spec.trust_remote_code:  # remote code adapted to transformers 5 as training loads it (MiniCPM's
                 # rotary buffers recomputed, ChatGLM3's post_init, GenerationMixin on every load)
-                from pipelines.training.remote_code import load_remote_aware
-
                 model = load_remote_aware(spec.model, trust_remote_code=True, dtype=dtype)
             else:
                 model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=dtype)

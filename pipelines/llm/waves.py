@@ -1,6 +1,6 @@
 """When a wave of batch calls is complete: every LLM call in progress, and every sample, waits on a batch.
 
-A call in ``LLM.chat`` is *in progress* from entry to return (:func:`pipelines.llm.client.calls_in_progress`);
+A call in ``LLM.chat`` is *in progress* from entry to return (:func:`pipelines.llm.in_progress.calls_in_progress`);
 it is *parked* while it waits on something only a batch can settle: its own line in a batch
 collector, or an identical call in flight that is (``LLM._same_call_in_flight``). The wave is
 complete when
@@ -22,6 +22,9 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from pipelines.llm.in_progress import calls_in_progress
+from pipelines.llm.limits import current, current_sample
+
 _parked = [0]
 _samples: Counter = Counter()  # (id of the run's limiter, sample index) -> its parked calls
 
@@ -29,8 +32,6 @@ _samples: Counter = Counter()  # (id of the run's limiter, sample index) -> its 
 @contextlib.contextmanager
 def parked() -> Iterator[None]:
     """Mark the current call as waiting on a batch for the duration of the block."""
-    from pipelines.agents.limits import current, current_sample
-
     index = current_sample()
     sample = (id(current()[0]), index) if index is not None else None
     _parked[0] += 1
@@ -52,8 +53,6 @@ def parked_calls() -> int:
 
 def quiescent(limiter: Any = None) -> bool:
     """Whether the wave is complete (see the module docstring); ``limiter``: the run's call limiter."""
-    from pipelines.llm.client import calls_in_progress
-
     if limiter is None:
         return calls_in_progress() <= _parked[0]
     if limiter.waiting and limiter.in_use >= limiter.limit:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from pipelines.config import StrictModel
+from pipelines.strict import StrictModel
 from pipelines.io import apply_umask_modes, write_json_atomic
 
 log = logging.getLogger(__name__)

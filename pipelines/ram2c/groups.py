@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.agents import Agent, AgentRecord, SampleTrace
-from pipelines.evaluation.stats.validity import ValidityRule, rater_validity
 from pipelines.ram2c.scenario import load_scenario
+from pipelines.stats.validity import ValidityRule, rater_validity
 
 
 @dataclass(frozen=True)

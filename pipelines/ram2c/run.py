@@ -39,6 +39,8 @@ from pipelines.ram2c.students import make_personas
 from pipelines.ram2c.team import Dialogue, DialoguePlan, Ram2cTeam
 from pipelines.ram2c.topics import Topic, select_topics, topic_plans
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
+from pipelines.retrieval.rerank import CrossEncoderReranker
+from pipelines.retrieval.service import open_retriever
 
 log = logging.getLogger(__name__)
 
@@ -180,12 +182,8 @@ def open_team_retrieval(
     as the query rewriter (``retrieval_cfg`` as :func:`team_retrieval_config` gives it), and the
     cross-encoder when ``ablation.selection`` is ``rerank`` (else None); ones passed in are kept."""
     if retriever is None:
-        from pipelines.retrieval.service import open_retriever
-
         retriever = open_retriever(build_cfg, retrieval_cfg, llm=rewriter_llm, root=root)
     if reranker is None and cfg.ablation.selection == "rerank":
-        from pipelines.retrieval.rerank import CrossEncoderReranker
-
         rerank_cfg = retrieval_cfg.rerank.model_copy(update={"model": str(root / retrieval_cfg.rerank.model)})
         reranker = CrossEncoderReranker(rerank_cfg)
     return retriever, reranker

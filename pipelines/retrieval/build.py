@@ -30,7 +30,8 @@ from tqdm import tqdm
 
 from pipelines.retrieval.chunks import Chunk, LoadedSources, chunk_id, iter_chunks, load_all, meta_digest
 from pipelines.retrieval.config import KINDS, BuildKBConfig
-from pipelines.retrieval.embedders import Embedder, build_embedder
+from pipelines.retrieval.embedder_choice import build_embedder
+from pipelines.retrieval.embedders import Embedder
 from pipelines.retrieval.loaders import KBBuildError
 from pipelines.retrieval.spill import Spill
 from pipelines.retrieval.store import KnowledgeStore, sparse_to_meta

@@ -196,15 +196,3 @@ class BGEM3Embedder:
 def lexical_score(query: dict[str, float], doc: dict[str, float]) -> float:
     """BGE-M3 lexical matching score: sum over shared tokens of query weight * document weight."""
     return float(sum(w * doc[t] for t, w in query.items() if t in doc))
-
-
-def build_embedder(cfg: EmbedderConfig) -> Embedder:
-    """The embedder named by ``cfg.kind`` (heavy libraries are imported only then)."""
-    log.info("loading %s embedder from %s", cfg.kind, cfg.path)
-    if cfg.kind == "bge_m3":
-        return BGEM3Embedder(cfg)
-    if cfg.backend == "onnx":
-        from pipelines.retrieval.onnx_embedder import OnnxSentenceEmbedder
-
-        return OnnxSentenceEmbedder(cfg)
-    return SentenceTransformerEmbedder(cfg)

@@ -187,11 +187,8 @@ def iter_documents(src: SourceConfig, root: Path, stats: LoadStats | None = None
             if not text.strip():
                 stats.empty_files += 1
                 continue
-            if src.max_records is not None and taken[0] >= src.max_records:
-                stats.capped += 1
+            if not _within_cap(src, stats, taken):
                 continue
-            taken[0] += 1
-            stats.records += 1
             body = _plain_text(src, text)
             if body:
                 language = src.language if src.language != "auto" else detect_language(body)
@@ -206,6 +203,17 @@ def iter_documents(src: SourceConfig, root: Path, stats: LoadStats | None = None
             stats.empty_files += 1
 
 
+def _within_cap(src: SourceConfig, stats: LoadStats, taken: list[int]) -> bool:
+    """Count one record of ``src`` against its ``max_records`` (``taken[0]``: records of the source read
+    so far): True, counted in ``records``, while under the cap; else False, counted in ``capped``."""
+    if src.max_records is not None and taken[0] >= src.max_records:
+        stats.capped += 1
+        return False
+    taken[0] += 1
+    stats.records += 1
+    return True
+
+
 def _records(
     src: SourceConfig, path: Path, lines: _Lines, stats: LoadStats, taken: list[int]
 ) -> Iterator[tuple[str, dict, str]]:
@@ -213,11 +221,8 @@ def _records(
     rows (``taken[0]``: rows of this source read so far, against ``max_records``)."""
     for where, row in _rows(path, lines):
         _check_fields(src, row, where)
-        if src.max_records is not None and taken[0] >= src.max_records:
-            stats.capped += 1
+        if not _within_cap(src, stats, taken):
             continue
-        taken[0] += 1
-        stats.records += 1
         text = _record_text(src, row)
         if not text:
             stats.empty_records += 1

@@ -13,7 +13,8 @@ from pipelines.llm.client import LLM, LLMRuntime
 from pipelines.llm.types import Backend
 from pipelines.retrieval.build import build_knowledge_base
 from pipelines.retrieval.config import KINDS, BuildKBConfig, RetrievalConfig
-from pipelines.retrieval.embedders import Embedder, build_embedder
+from pipelines.retrieval.embedder_choice import build_embedder
+from pipelines.retrieval.embedders import Embedder
 from pipelines.retrieval.quality import check_labels, evaluate_retrieval, load_queries
 from pipelines.retrieval.rerank import CrossEncoderReranker
 from pipelines.retrieval.retriever import Retriever

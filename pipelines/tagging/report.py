@@ -1,5 +1,5 @@
 """The human-facing outputs of the stage: ``table.md``, the Table 4 layout the summary report shows
-too (:func:`pipelines.evaluation.report.tables.tagging_table`: rows metric x model size, the
+too (:func:`pipelines.reporting.tables.tagging_table`: rows metric x model size, the
 model named per row, a column per method), and a PNG bar chart of the same scores."""
 
 from __future__ import annotations
@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.report.inputs import tagging_section
-from pipelines.evaluation.report.plots import legend_outside, save_figure
-from pipelines.evaluation.report.render import table_markdown
-from pipelines.evaluation.report.tables import tagging_table
 from pipelines.io import atomic_open
+from pipelines.reporting.plots import legend_outside, save_figure
+from pipelines.reporting.render import table_markdown
+from pipelines.reporting.tables import tagging_section, tagging_table
 
 SYSTEM_NAMES = {
     "embedding": "Embedding similarity",

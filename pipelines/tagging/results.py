@@ -3,7 +3,7 @@
 :func:`finish_tagging` reads ``<generated_dir>/predictions.jsonl`` (its evaluation rows), adds the
 harness counts, the run's context (pairs, split, pool, baseline details, backbones) and counters
 (per team system: plan truncation and how its numerical sub-constraints were judged), and writes
-``table.md`` (Table 4 layout, :func:`pipelines.evaluation.report.tables.tagging_table`, the same
+``table.md`` (Table 4 layout, :func:`pipelines.reporting.tables.tagging_table`, the same
 table the summary report shows) and ``metrics.png``. A run and the shard merge both call it.
 """
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field
 
 from pipelines.config import StrictModel
@@ -224,8 +225,6 @@ class Demonstrations:
     def _ranked(self, definition: str, rows: list[TaggingExample]) -> list[TaggingExample]:
         if self.cfg.strategy != "nearest" or not rows:
             return rows
-        import numpy as np
-
         vectors = np.asarray(self.embed([definition] + [r.question for r in rows]))
         norms = np.linalg.norm(vectors, axis=1) + 1e-9
         scores = vectors[1:] @ vectors[0] / (norms[1:] * norms[0])

@@ -30,8 +30,8 @@ from pydantic import Field, model_validator
 
 from pipelines.config import StrictModel
 from pipelines.io import apply_umask_modes, atomic_open, read_jsonl, write_json_atomic, write_jsonl_atomic
+from pipelines.models.chat_encoding import install_remote_code_shims, tokenizer_fingerprint
 from pipelines.training.cards import render_data_card
-from pipelines.training.chat_encoding import install_remote_code_shims, tokenizer_fingerprint
 from pipelines.training.dataset_card import FILTERS, render_card
 from pipelines.training.dataset_card import measure as card_facts
 from pipelines.training.dataset_filters import RowFilters, example

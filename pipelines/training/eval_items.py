@@ -15,13 +15,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pipelines.config import load_section
-from pipelines.evaluation.arms.kgc import sft_sentence_ids
 from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.datasets import load_dataset
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.data import read_examples
 from pipelines.tagging.split import split_examples
 from pipelines.training.decontamination import EvalItem
+from pipelines.training.trained_rows import sft_sentence_ids
 
 log = logging.getLogger(__name__)
 

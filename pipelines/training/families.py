@@ -14,7 +14,7 @@ saved with every trained model. Training (trl calls ``apply_chat_template``) and
 - ``override``: always ours (ChatGLM3 ships a custom ``build_chat_input`` rather than a template).
 
 Token ids (training, length filter, evaluation) come from the encoder that :func:`prepare_tokenizer`
-installs (:mod:`pipelines.training.chat_encoding`): ChatGLM3's are built from ids, and every
+installs (:mod:`pipelines.models.chat_encoding`): ChatGLM3's are built from ids, and every
 conversation ending with an assistant turn ends with a stop token.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.training.chat_encoding import install_chat_encoder, patch_left_only_pad, patch_pad_in_vocab
+from pipelines.models.chat_encoding import install_chat_encoder, patch_left_only_pad, patch_pad_in_vocab
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 

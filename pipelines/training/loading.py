@@ -7,16 +7,22 @@ Each raises :class:`TrainingSetupError` with the fix when the run cannot start a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from pipelines.training.chat_encoding import install_remote_code_shims, stop_token_ids, tokenizer_fingerprint
+from pipelines.models.chat_encoding import (
+    ends_with_stop,
+    install_remote_code_shims,
+    stop_token_ids,
+    tokenizer_fingerprint,
+)
+from pipelines.models.remote_code import load_remote_aware
 from pipelines.training.config import TrainConfig
 from pipelines.training.families import Family, attention_implementation, model_stop_ids, prepare_tokenizer
-from pipelines.training.remote_code import load_remote_aware
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +120,6 @@ def prepare_quantized_model(model, gradient_checkpointing: bool, *, zero3: bool)
 
 def require_qlora_support() -> None:
     """QLoRA needs a CUDA GPU and bitsandbytes; raise a clear error otherwise."""
-    import importlib.util
-
     import torch
 
     if not torch.cuda.is_available():
@@ -175,14 +179,6 @@ def check_rows_end_with_stop(trainer, tokenizer, cfg: TrainConfig) -> None:
     """
     stops = stop_token_ids(tokenizer, {"eos": model_stop_ids(cfg.model)})
 
-    def ends_with_stop(ids: list[int]) -> bool:
-        for token in reversed(ids):
-            if token in stops:
-                return True
-            if tokenizer.decode([token]).strip():
-                return False
-        return False
-
     bad = 0
     for row in trainer.train_dataset:
         if cfg.method == "sft":
@@ -191,11 +187,11 @@ def check_rows_end_with_stop(trainer, tokenizer, cfg: TrainConfig) -> None:
             else:
                 mask = row.get("completion_mask") or [1] * len(row["input_ids"])
                 trained = [t for t, keep in zip(row["input_ids"], mask, strict=True) if keep]
-            bad += not ends_with_stop(trained)
+            bad += not ends_with_stop(tokenizer, trained, stops)
         else:
             for side in ("chosen_ids", "rejected_ids"):
                 too_long = len(row["prompt_ids"]) + len(row[side]) > cfg.max_length
-                bad += too_long or not ends_with_stop(row[side])
+                bad += too_long or not ends_with_stop(tokenizer, row[side], stops)
     if bad:
         raise TrainingSetupError(
             f"{bad} training answer(s) in {cfg.dataset} do not end with a stop token {sorted(stops)} (cut by "

@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 from pipelines.io import apply_umask_modes
 from pipelines.models.fingerprint import folder_fingerprint
+from pipelines.models.remote_code import load_remote_aware
 from pipelines.training.checkpoint_records import CheckpointRecords, saved_probe
 from pipelines.training.checkpoints import (
     ResumeRefused,
@@ -53,7 +54,6 @@ from pipelines.training.loading import (
     needs_reference_model,
     qlora_settings,
 )
-from pipelines.training.remote_code import load_remote_aware
 from pipelines.training.rows import REQUIRED_COLUMNS
 from pipelines.training.summary import loss_history, run_metrics, write_run_summary
 

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.report.plots import save_figure, step_axis
 from pipelines.io import atomic_open, write_json_atomic
+from pipelines.reporting.plots import save_figure, step_axis
 from pipelines.training.cards import render_model_card
 from pipelines.training.config import TrainConfig
 from pipelines.training.families import Family, read_model_type

@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from pipelines.agents import Agent, AgentSchemaError, CallLimiter, ParseError, call_slot
-from pipelines.agents.limits import install
 from pipelines.llm.client import LLM
+from pipelines.llm.limits import install
 from pipelines.llm.types import ChatResult, Choice, LLMError, SamplingParams, Usage
 
 FIXTURES = Path(__file__).parent / "fixtures"

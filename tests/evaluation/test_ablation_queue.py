@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.evaluation.ablation import estimate, workspace
+from pipelines import workspace
+from pipelines.evaluation.ablation import estimate
 from pipelines.evaluation.ablation.experiments import choose, main
 from pipelines.evaluation.ablation.tables import experiments
 
@@ -87,7 +88,7 @@ def test_the_estimate_adds_the_stages_an_ablation_reruns(tmp_path):
 TOY_STAGE = textwrap.dedent(
     """
     import json, pathlib, yaml
-    from pipelines.evaluation.ablation.workspace import check_queued_run
+    from pipelines.workspace import check_queued_run
     check_queued_run()
     rounds = yaml.safe_load(open("params.yaml"))["kgc"]["team"]["rounds"]
     read = lambda p: pathlib.Path(p).read_text() if pathlib.Path(p).exists() else "missing"

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from pipelines.evaluation.report.tables import deltas_table
-from pipelines.evaluation.stats.bootstrap import bootstrap_interval, delta_row, paired_delta, resample_indices
+from pipelines.reporting.tables import deltas_table
+from pipelines.stats.bootstrap import bootstrap_interval, delta_row, paired_delta, resample_indices
 
 
 def test_fixed_seed_is_reproducible_and_seed_matters():

@@ -165,11 +165,11 @@ def test_the_project_params_and_dvc_stage_agree():
 
 
 def test_rows_of_the_sft_dataset_count_as_trained_on(tmp_path):
-    from pipelines.evaluation.arms.kgc import sft_sentence_ids
     from pipelines.evaluation.arms.tagging import trained_and_held_out_ids
     from pipelines.tagging.config import TaggingConfig
     from pipelines.training.dataset_builder import save_dataset_dict
     from pipelines.training.rows import normalise_row, sft_row
+    from pipelines.training.trained_rows import sft_sentence_ids
 
     def row(source, sample_id, dataset):
         messages = [{"role": "user", "content": f"q {sample_id}"}, {"role": "assistant", "content": "a"}]

@@ -22,11 +22,11 @@ from pipelines.evaluation.hts.judging import (
     outcome_of,
 )
 from pipelines.evaluation.hts.scoring import hts_scores, judge_validity, validated_scores
-from pipelines.evaluation.report.tables import hts_cell, hts_tables, voters_table
-from pipelines.evaluation.stats.validity import ValidityRule, rater_validity
 from pipelines.llm.client import LLM
 from pipelines.llm.scripted import ScriptedBackend
 from pipelines.ram2c.groups import ballot_of, voter_validity
+from pipelines.reporting.tables import hts_cell, hts_tables, voters_table
+from pipelines.stats.validity import ValidityRule, rater_validity
 from tests.evaluation.recorded import metrics, traces
 
 SAME_MODEL = {"seed1": "smollm2-135m (transformers)", "seed2": "smollm2-135m (transformers)"}

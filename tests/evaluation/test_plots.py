@@ -17,12 +17,12 @@ import matplotlib
 import pytest
 from matplotlib.colors import to_hex
 
-from pipelines.evaluation.report import plots
 from pipelines.evaluation.report.build import collect_metrics
 from pipelines.evaluation.report.config import ReportConfig
 from pipelines.evaluation.report.plot_data import write_plot_data
 from pipelines.evaluation.report.summary import write_plots
-from pipelines.evaluation.report.tables import SYSTEM_NAMES
+from pipelines.reporting import plots
+from pipelines.reporting.tables import SYSTEM_NAMES
 from tests.evaluation.recorded import lay_out
 
 matplotlib.use("Agg")

@@ -6,7 +6,7 @@ import pytest
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from pipelines.evaluation.hts.scoring import hts_score, hts_scores
-from pipelines.evaluation.stats.agreement import fleiss_kappa_of, kappa_by_dimension
+from pipelines.stats.agreement import fleiss_kappa_of, kappa_by_dimension
 
 
 @dataclass

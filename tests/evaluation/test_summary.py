@@ -5,9 +5,9 @@ test_report_stage.py and test_plots.py."""
 import json
 from pathlib import Path
 
-from pipelines.evaluation.report.render import table_html, table_markdown
 from pipelines.evaluation.report.summary import build_sections
-from pipelines.evaluation.report.tables import hts_cell, kgc_table, provenance_line, tagging_table
+from pipelines.reporting.render import table_html, table_markdown
+from pipelines.reporting.tables import hts_cell, kgc_table, provenance_line, tagging_table
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "metrics.json").read_text(encoding="utf-8"))
 

@@ -10,10 +10,10 @@ import yaml
 from pipelines.evaluation.ablation.experiments import ABLATIONS, ablation_tables
 from pipelines.evaluation.ablation.kgc import FIG3, PAPER_EXPERIMENTS, SELF_CONSISTENCY, TABLE2, TABLE3, unflatten
 from pipelines.evaluation.ablation.tables import flatten
-from pipelines.evaluation.report.render import table_markdown as render
-from pipelines.evaluation.report.tables import kgc_ee_table, kgc_table
 from pipelines.kgc.report import table_markdown
 from pipelines.kgc.table2 import table2
+from pipelines.reporting.render import table_markdown as render
+from pipelines.reporting.tables import kgc_ee_table, kgc_table
 
 PROJECT = Path(__file__).resolve().parents[2]
 TASKS = {"conllpp": "ner", "nyt11_hrl": "re", "ace05": "ee", "duee1": "ee"}

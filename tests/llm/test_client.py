@@ -229,7 +229,7 @@ def test_role_config_errors_name_the_fix(tmp_path):
 
 
 def test_call_slot_is_taken_after_a_cache_miss_only(tmp_path):
-    from pipelines.agents.limits import CallLimiter, install
+    from pipelines.llm.limits import CallLimiter, install
 
     backend = echo_backend(delay_s=0.02)
     llm = LLM(backend, cache=RequestCache(tmp_path / "c.sqlite"))

@@ -345,7 +345,7 @@ def test_smollm2_batched_greedy_decodes_as_alone_in_fewer_generate_calls():
 
 def test_a_remote_code_model_loads_with_the_training_adaptations(tmp_path):
     """A tuned (or base) model of a remote-code family loads as training loads it
-    (``pipelines.training.remote_code``): MiniCPM's rotary tables are recomputed after loading, where a
+    (``pipelines.models.remote_code``): MiniCPM's rotary tables are recomputed after loading, where a
     plain ``from_pretrained`` under transformers 5 leaves them as uninitialised memory."""
     import torch
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from pipelines.retrieval.config import EmbedderConfig
-from pipelines.retrieval.embedders import TorchThreads, build_embedder, resolve_device
+from pipelines.retrieval.embedder_choice import build_embedder
+from pipelines.retrieval.embedders import TorchThreads, resolve_device
 from pipelines.retrieval.retriever import Retriever
 from tests.retrieval.conftest import blocked_network
 from tests.tiny_models import minilm_dir

@@ -184,7 +184,7 @@ def _minicpm_modeling_with_shims():
     """The stand-in modeling module, importable under transformers 5 for building the weights here: edumas'
     remote-code shim for the name transformers 5 removed, and (for this build only) the tied weights as the
     mapping transformers 5 expects. The copy written to the model folder keeps the 4.x list."""
-    from pipelines.training.chat_encoding import install_remote_code_shims
+    from pipelines.models.chat_encoding import install_remote_code_shims
 
     install_remote_code_shims()
     module = _remote_module("minicpm", "modeling_minicpm")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.training.chat_encoding import (
+from pipelines.models.chat_encoding import (
     ChatEncodingError,
     install_remote_code_shims,
     patch_left_only_pad,

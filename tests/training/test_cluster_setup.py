@@ -137,7 +137,7 @@ def test_packing_without_flash_attention_is_refused(tiny_model, tiny_data, atten
 
 
 def test_the_data_card_records_the_tokenizer_that_filtered_it(tiny_model, tiny_data):
-    from pipelines.training.chat_encoding import tokenizer_fingerprint
+    from pipelines.models.chat_encoding import tokenizer_fingerprint
     from pipelines.training.families import FAMILIES
     from pipelines.training.run import load_tokenizer
 

@@ -59,7 +59,7 @@ def test_a_section_that_does_not_read_this_dataset_is_refused(tmp_path, sft, exp
 def test_each_dataset_is_measured_with_its_own_runs_tokenizer(tmp_path, tiny_model, minicpm_model):
     """SFT for the MiniCPM stand-in, DPO for the Qwen2 one: each card entry names its model and fingerprint,
     and train accepts only its own dataset."""
-    from pipelines.training.chat_encoding import tokenizer_fingerprint
+    from pipelines.models.chat_encoding import tokenizer_fingerprint
     from pipelines.training.dataset_builder import load_tokenizer
     from pipelines.training.loading import TrainingSetupError, check_dataset_tokenizer
     from tests.training.conftest import train_config

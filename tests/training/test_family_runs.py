@@ -17,7 +17,7 @@ IDS = [[5, 17, 40, 41, 42, 60, 61]]
 
 def load(path):
     """As training loads it (the remote class adapted, computed buffers restored)."""
-    from pipelines.training.remote_code import load_remote_aware
+    from pipelines.models.remote_code import load_remote_aware
 
     return load_remote_aware(path, trust_remote_code=True, dtype="float32").eval()
 

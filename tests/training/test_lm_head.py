@@ -25,7 +25,7 @@ def sample_inputs(model, rows: int = 2, length: int = 9):
 
 
 def load_plain(model_dir):
-    from pipelines.training.remote_code import load_remote_aware
+    from pipelines.models.remote_code import load_remote_aware
 
     return load_remote_aware(model_dir, trust_remote_code=True, dtype="float32").eval()
 

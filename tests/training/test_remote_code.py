@@ -92,7 +92,7 @@ def test_every_load_in_a_process_can_generate(family_models, name):
 def test_legacy_tied_weights_become_the_mapping_transformers_5_reads(minicpm_model):
     from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
-    from pipelines.training.remote_code import prepare_remote_model_class
+    from pipelines.models.remote_code import prepare_remote_model_class
 
     raw = get_class_from_dynamic_module("modeling_minicpm.MiniCPMForCausalLM", str(minicpm_model))
     generating = prepare_remote_model_class(minicpm_model, trust_remote_code=True)

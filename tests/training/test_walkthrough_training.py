@@ -85,7 +85,7 @@ def test_dvc_reads_the_presets_models_and_folders_from_params(project: Path, mon
 def test_steps_5_and_6_each_dataset_for_its_preset_then_the_dpo_preset_trains(project: Path) -> None:
     from pipelines.config import load_section
     from pipelines.evaluation.arms.config import EvaluateConfig
-    from pipelines.training.chat_encoding import tokenizer_fingerprint
+    from pipelines.models.chat_encoding import tokenizer_fingerprint
     from pipelines.training.dataset_builder import load_tokenizer
 
     step_5 = _run(project, "-m", "stages.make_datasets")

@@ -80,7 +80,7 @@ def test_chatglm3_trains_checks_its_head_and_merges_under_zero3(chatglm3_model, 
     import torch
     from peft import PeftModel
 
-    from pipelines.training.remote_code import load_remote_aware
+    from pipelines.models.remote_code import load_remote_aware
 
     # the merged folder holds whole weights equal to base + adapter, computed here in one process
     assert (out / "merged" / "modeling_chatglm.py").is_file()  # loadable on its own, with its remote code

@@ -20,7 +20,7 @@ stage puts them into ``summary.md`` / ``summary.html`` (``reports/ablations.json
 
 Queued experiments run in a temporary copy of the repository: each is queued with ``-C`` for the
 request cache and the knowledge bases, and ``../shared`` is linked for them
-(:mod:`pipelines.evaluation.ablation.workspace`); a queued run that lacks any of them stops with
+(:mod:`pipelines.workspace`); a queued run that lacks any of them stops with
 an error saying so. Before queueing, :mod:`pipelines.evaluation.ablation.estimate` prints how long
 the set will take from the workspace's last stage times.
 """
@@ -38,13 +38,14 @@ from typing import Any
 
 import yaml
 
-from pipelines.evaluation.ablation import estimate, workspace
+from pipelines import workspace
+from pipelines.evaluation.ablation import estimate
 from pipelines.evaluation.ablation.kgc import PAPER_EXPERIMENTS as KGC_PAPER_EXPERIMENTS
 from pipelines.evaluation.ablation.kgc import kgc_paper_tables
 from pipelines.evaluation.ablation.tables import ablation_table, experiments
-from pipelines.evaluation.report.render import table_markdown
-from pipelines.evaluation.report.tables import Table
 from pipelines.io import atomic_open, write_json_atomic
+from pipelines.reporting.render import table_markdown
+from pipelines.reporting.tables import Table
 
 
 @dataclass(frozen=True)

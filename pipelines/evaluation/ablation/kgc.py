@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipelines.evaluation.report.tables import Table, kgc_table, percent, provenance_line
 from pipelines.kgc.datasets import FORMAT_LANGUAGE
 from pipelines.kgc.table2 import table2
+from pipelines.reporting.tables import Table, kgc_table, percent, provenance_line
 
 KGC_METRICS = "reports/generate_kgc/metrics.json"
 DEFAULT_TEAM = (("ner", "conllpp", "NER expert agent"), ("re", "nyt11_hrl", "RE expert agent"),

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.report.render import table_markdown
-from pipelines.evaluation.report.tables import Table, provenance_line
 from pipelines.io import atomic_open
+from pipelines.reporting.render import table_markdown
+from pipelines.reporting.tables import Table, provenance_line
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

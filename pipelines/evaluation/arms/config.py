@@ -15,7 +15,9 @@ from pydantic import Field, field_validator
 
 from pipelines.config import StrictModel, distinct
 from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
+from pipelines.kgc.config import ROLES as KGC_ROLES
 from pipelines.llm.config import BackendConfig
+from pipelines.tagging.config import ROLES as TAGGING_ROLES
 
 SystemName = Literal["tagging", "kgc", "tutoring"]
 SYSTEMS: tuple[str, ...] = ("tagging", "kgc", "tutoring")
@@ -80,9 +82,7 @@ class TaggingEvalConfig(TunedRoles):
     @field_validator("roles")
     @classmethod
     def _tagging_roles(cls, roles: list[str]) -> list[str]:
-        from pipelines.tagging.config import ROLES
-
-        return known_roles(roles, ROLES)
+        return known_roles(roles, TAGGING_ROLES)
 
 
 class KGCEvalConfig(TunedRoles):
@@ -107,9 +107,7 @@ class KGCEvalConfig(TunedRoles):
     @field_validator("roles")
     @classmethod
     def _kgc_roles(cls, roles: list[str]) -> list[str]:
-        from pipelines.kgc.config import ROLES
-
-        return known_roles(roles, ROLES)
+        return known_roles(roles, KGC_ROLES)
 
 
 class EvaluateOutputs(StrictModel):

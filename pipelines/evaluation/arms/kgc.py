@@ -17,29 +17,18 @@ from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.arms.tuned import (
     adapter_under_test,
     check_held_out,
-    trained_rows,
     tuned_llm_config,
     tuned_model_name,
 )
-from pipelines.evaluation.stats.bootstrap import delta_row
 from pipelines.io import read_jsonl
 from pipelines.kgc.config import KGCConfig, OutputsConfig
 from pipelines.kgc.report import items_from_json
 from pipelines.kgc.run import generate_kgc_async
 from pipelines.kgc.scoring import Counts, score
+from pipelines.stats.bootstrap import delta_row
+from pipelines.training.trained_rows import sft_sentence_ids
 
 SYSTEM = "cooperkgc@0shot"
-
-
-def sft_sentence_ids(kgc: KGCConfig, root: Path, sft_dataset: Path) -> set[str]:
-    """Sentence ids (``<dataset>:<index>``) of the generation stage's SFT rows and of the KGC rows
-    of the SFT dataset."""
-    ids = set()
-    for row in read_jsonl(root / kgc.outputs.generated_dir / "sft.jsonl") + trained_rows(sft_dataset, "kgc"):
-        dataset = (row.get("meta") or {}).get("dataset", "")
-        tail = str(row.get("id", "")).removeprefix("kgc-").removeprefix(f"{dataset}-")
-        ids.add(f"{dataset}:{tail}")
-    return ids
 
 
 def arm_config(kgc: KGCConfig, ev: EvaluateConfig, *, llm: Any, folder: Path) -> KGCConfig:

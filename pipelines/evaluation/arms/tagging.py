@@ -19,16 +19,16 @@ from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.arms.tuned import (
     adapter_under_test,
     check_held_out,
-    trained_rows,
     tuned_llm_config,
     tuned_model_name,
 )
-from pipelines.evaluation.stats.bootstrap import delta_row
 from pipelines.io import read_jsonl
 from pipelines.stage import StageError
+from pipelines.stats.bootstrap import delta_row
 from pipelines.tagging.config import OutputsConfig, TaggingConfig
 from pipelines.tagging.metrics import scored_metrics
 from pipelines.tagging.run import generate_tagging_async
+from pipelines.training.trained_rows import trained_rows
 
 METRICS = ("accuracy", "precision", "recall", "f1", "coverage")
 DELTA_METRICS = ("accuracy", "f1")

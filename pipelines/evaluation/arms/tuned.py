@@ -8,7 +8,6 @@ served fine-tune; and the checks that the adapter exists and the held-out items 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,23 +75,6 @@ def offline_default(specs: Iterable[Any]) -> bool:
     return bool(specs) and all(
         s.kind == "transformers" and Path(s.model).as_posix().startswith("models/base/") for s in specs
     )
-
-
-def trained_rows(dataset: str | Path, source: str) -> list[dict[str, Any]]:
-    """Rows of ``source`` in every split of the SFT dataset ``make_datasets`` wrote (``meta`` parsed);
-    [] when the folder holds no dataset (no SFT rows at all)."""
-    folder = Path(dataset)
-    if not (folder / "dataset_dict.json").is_file():
-        return []
-    from datasets import load_from_disk
-
-    rows = []
-    for split in load_from_disk(str(folder)).values():
-        for row in split:
-            if row.get("source") == source:
-                meta = row.get("meta") or "{}"
-                rows.append({"id": row["id"], "meta": json.loads(meta) if isinstance(meta, str) else meta})
-    return rows
 
 
 def check_held_out(evaluated: Iterable[str], trained: Iterable[str], *, system: str, where: str) -> int:

@@ -39,11 +39,12 @@ from pipelines.evaluation.arms.tutoring_systems import (
     system_roles,
 )
 from pipelines.evaluation.hts.scoring import hts_score
-from pipelines.evaluation.stats.bootstrap import delta_row
+from pipelines.evaluation.human.pack import write_human_pack
 from pipelines.io import write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
 from pipelines.ram2c.config import Ram2cConfig
+from pipelines.stats.bootstrap import delta_row
 
 PROMPT_ROLES = ("topic_writer", "student")  # the roles that write new held-out prompts
 
@@ -196,8 +197,6 @@ async def evaluate_tutoring(
     ]
     human = None
     if cfg.human is not None:
-        from pipelines.evaluation.human.pack import write_human_pack
-
         scoring = {
             "resamples": cfg.hts.resamples,
             "seed": cfg.hts.seed,

@@ -26,6 +26,7 @@ from pydantic import Field, field_validator, model_validator
 from pipelines.config import StrictModel, distinct
 from pipelines.evaluation.hts.config import HTSConfig, JudgeConfig
 from pipelines.llm.config import BackendConfig, LLMConfig
+from pipelines.ram2c.config import ROLES
 
 SystemKind = Literal["base", "reference", "team"]
 TUNED = "tuned"
@@ -217,8 +218,6 @@ class TutoringEvalConfig(StrictModel):
     @field_validator("roles")
     @classmethod
     def _ram2c_roles(cls, roles: list[str]) -> list[str]:
-        from pipelines.ram2c.config import ROLES
-
         unknown = [r for r in roles if r not in ROLES]
         if unknown:
             raise ValueError(f"unknown role(s) {unknown}; this system's roles: {', '.join(ROLES)}")

@@ -29,6 +29,7 @@ from pipelines.ram2c.agents import FOLDER, ConversationAgent
 from pipelines.ram2c.agents.replies import ReplyOut, parse_reply
 from pipelines.ram2c.config import ROLES, Ram2cConfig
 from pipelines.ram2c.groups import TurnContext
+from pipelines.ram2c.run import check_retrieval_groups, open_team_retrieval, team_retrieval_config
 from pipelines.ram2c.team import Dialogue, Ram2cTeam
 from pipelines.stage import StageError
 
@@ -131,8 +132,6 @@ def open_teams(ram2c: Ram2cConfig, cfg: TutoringEvalConfig, runtime: Any, *, roo
     """``{team system: Ram2cTeam}`` for the team systems that run, on their roles; one retriever per
     team backend (its query rewriter is that backend), the ram2c stage's (``kb``: the ``(build_kb,
     retrieval)`` sections) unless one is passed in."""
-    from pipelines.ram2c.run import check_retrieval_groups, open_team_retrieval, team_retrieval_config
-
     teams: dict[str, Ram2cTeam] = {}
     opened: dict[str, tuple[Any, Any]] = {}
     for name in cfg.compared():

@@ -29,8 +29,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pipelines.config import StrictModel
-from pipelines.evaluation.hts.judging import DIMENSIONS, Judge
-from pipelines.evaluation.stats.validity import ValidityRule
+from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
+from pipelines.evaluation.hts.judging import DIMENSIONS, Judge, judge_items
+from pipelines.evaluation.hts.scoring import validated_scores
+from pipelines.stats.validity import ValidityRule
 
 
 class JudgeConfig(StrictModel):
@@ -121,10 +123,6 @@ async def run_judging(items: Any, runtime: Any, cfg: HTSConfig, *, progress: boo
     JSONL)`` and :func:`validated_scores`' ``"scores"`` (valid judges only), ``"position_preference"``,
     ``"validity"`` and ``"withheld"``; kappa is between judges with distinct roles (their models).
     """
-    from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
-    from pipelines.evaluation.hts.judging import judge_items
-    from pipelines.evaluation.hts.scoring import validated_scores
-
     judgments, report = await judge_items(
         items,
         build_judges(runtime, cfg),

@@ -9,7 +9,7 @@ kappa over the judges. ``position_preference`` is each judge's share of first-po
 flagged above ``POSITION_FLAG`` (one position for more than 80% of its decisions).
 
 Validity comes first (:func:`judge_validity`, the shared detector of
-:mod:`pipelines.evaluation.stats.validity`): a judge whose verdicts are constant or position-bound
+:mod:`pipelines.stats.validity`): a judge whose verdicts are constant or position-bound
 is ``withheld`` from the score, the kappa and the deltas; with every judge withheld there is no
 score (``"no_valid_judge": True``). Ties (identical replies, never shown to a judge) count as
 ``equal`` for every judge kept, and are left out of the kappa and of the validity test. Kappa is
@@ -23,9 +23,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipelines.evaluation.stats.agreement import kappa_by_dimension
-from pipelines.evaluation.stats.bootstrap import TOO_FEW, bootstrap_interval
-from pipelines.evaluation.stats.validity import ValidityRule, rater_validity
+from pipelines.stats.agreement import kappa_by_dimension
+from pipelines.stats.bootstrap import TOO_FEW, bootstrap_interval
+from pipelines.stats.validity import ValidityRule, rater_validity
 
 POINTS = {"better": 4, "equal": 2, "worse": 0}
 POSITION_FLAG = 0.8

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.evaluation.hts.agents.pairwise_judge import load_criteria
-from pipelines.evaluation.human.sheets import rater_slug
+from pipelines.evaluation.hts.judging import DIMENSIONS
+from pipelines.evaluation.human.sheets import rater_slug, write_sheets
 from pipelines.io import atomic_open
 
 FORM_COLUMNS = ("rater", "row", "item_key", "dimension", "choice", "comment")
@@ -257,9 +258,6 @@ def write_rating_pack(
     raters' sheets; each picks their name) and ``key.csv`` (keep it from the raters). ``items``: a
     list (one comparison) or ``{comparison: items}``; ``passages``: ``{item id: book passage}``.
     Returns ``{"sheets": [paths], "form": path, "key": path}``."""
-    from pipelines.evaluation.hts.judging import DIMENSIONS
-    from pipelines.evaluation.human.sheets import write_sheets
-
     folder = Path(folder)
     sheets = write_sheets(
         folder, items, raters, dimensions=dimensions or DIMENSIONS, seed=seed, sample=sample, passages=passages

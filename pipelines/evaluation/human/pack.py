@@ -26,9 +26,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.evaluation.arms.tutoring_judging import comparison_key
+from pipelines.evaluation.hts.scoring import hts_scores
 from pipelines.evaluation.human.form import write_rating_pack
 from pipelines.evaluation.human.sheets import read_csv, read_ratings
 from pipelines.io import atomic_open, write_json_atomic
+from pipelines.reporting.render import table_markdown
+from pipelines.reporting.tables import hts_tables
 
 PANEL = "human panel"
 
@@ -47,8 +51,6 @@ def write_human_pack(
 ) -> dict[str, Any]:
     """Write the pack (see the module docstring); returns what the metrics record of it.
     ``passages``: ``{item id: book passage}``, shown with the criteria that need it."""
-    from pipelines.evaluation.arms.tutoring_judging import comparison_key
-
     folder = root / cfg.folder
     comparisons = {comparison_key(*pair): list(values) for pair, values in items.items()}
     paths = write_rating_pack(
@@ -112,10 +114,6 @@ def panel_tables(pack: Mapping[str, Any], judged: Mapping[str, Any], llm_tables:
 
 def import_ratings(paths: Sequence[Path], *, pack_dir: Path, metrics: Path | None) -> dict[str, Any]:
     """Score the filled sheets; write ``scores.json`` and ``tables.md`` into ``pack_dir``."""
-    from pipelines.evaluation.hts.scoring import hts_scores
-    from pipelines.evaluation.report.render import table_markdown
-    from pipelines.evaluation.report.tables import hts_tables
-
     pack = json.loads((pack_dir / "pack.json").read_text(encoding="utf-8"))
     judgments, problems = read_ratings(paths, pack_dir / "key.csv")
     scoring = pack["scoring"]

@@ -27,6 +27,7 @@ from pipelines.evaluation.traces.browser import read_records, write_trace_browse
 from pipelines.evaluation.traces.evaluate import evaluate_teams
 from pipelines.evaluation.traces.story import esc
 from pipelines.io import atomic_open
+from pipelines.reporting.tables import tagging_section
 from pipelines.tagging.data import TaggingDataConfig, read_examples
 from pipelines.training.summary import read_loss_csv
 
@@ -95,7 +96,7 @@ def collect_metrics(cfg: ReportConfig, params: Mapping[str, Any], *, root: Path 
     def models(section: str) -> str:
         return ri.models_named(params, section)
 
-    read("tagging", paths.tagging, lambda m: {"tagging": ri.tagging_section(m, models=models("tagging"))})
+    read("tagging", paths.tagging, lambda m: {"tagging": tagging_section(m, models=models("tagging"))})
     rounds = inputs.read("kgc_rounds", paths.kgc_rounds, "generate_kgc", lambda p: p)  # parsed with kgc below
     read("kgc", paths.kgc, lambda m: {"kgc": ri.kgc_section(m, models=models("kgc"), rounds_csv=rounds,
                                                            demo=ri.kgc_demo_sets(params, m))})  # fmt: skip

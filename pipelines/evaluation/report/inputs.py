@@ -1,5 +1,5 @@
 """Each stage's own ``metrics.json`` mapped into the sections :func:`summary.write_summary` takes
-(shapes: :mod:`pipelines.evaluation.report.tables`), with a provenance line built from the
+(shapes: :mod:`pipelines.reporting.tables`), with a provenance line built from the
 metrics and the generating models named in params.
 
 Inputs (the keys each stage really writes):
@@ -31,6 +31,7 @@ from typing import Any
 from pipelines.kgc.table2 import matching_note, system_label, table2
 from pipelines.llm.config import LLMConfig, RoleSamplingConfig
 from pipelines.llm.shared import inherit, shared_section
+from pipelines.models.prepare import PrepareModelsConfig
 
 
 def _short(model: str) -> str:
@@ -60,47 +61,11 @@ def offline_default(params: Mapping[str, Any], sections: list[str]) -> bool:
     """True when every generating backend of ``sections`` is the local transformers backend on the
     chat model ``prepare_models`` writes (``prepare_models.chat_model_dir``); False when any role
     runs elsewhere (an API, vLLM, another model) or no section names a backend."""
-    from pipelines.models.prepare import PrepareModelsConfig
-
     offline_dir = os.path.normpath(
         PrepareModelsConfig.model_validate(params.get("prepare_models") or {}).chat_model_dir
     )
     specs = [s for section in sections for s in backend_specs(params, section)]
     return bool(specs) and all(s.kind == "transformers" and os.path.normpath(s.model) == offline_dir for s in specs)
-
-
-def tagging_section(metrics: Mapping[str, Any], *, models: str | None = None) -> dict[str, Any]:
-    """The tagging Table 4 section of one generation run: a row per model size (``Base``, and each
-    of ``tagging.sizes``), named by its model (the team's backbone, else the single LLM's), with
-    each method's scores; the embedding and PLM baselines sit on the first size's row. The
-    provenance names the data, the split, each system's backbone (``models`` when none is
-    recorded) and the failure policy."""
-    rows: dict[str, dict[str, Any]] = {}
-    for name, system in metrics["systems"].items():
-        method, _, size = name.partition("@")
-        row = rows.setdefault(system.get("size") or size or "Base", {"model": "", "systems": {}})
-        row["systems"][system.get("method") or method] = system
-    for row in rows.values():  # "smollm2" or "smollm2 (team's numerical judge: gpt-4o)"
-        llm = row["systems"].get("team") or row["systems"].get("single_llm") or {}
-        main, *others = (llm.get("backbone") or "-").split("; ")
-        row["model"] = main + (f" (team's {'; '.join(others)})" if others else "")
-    split = metrics.get("split") or {}
-    data = f"{metrics.get('n_evaluated', '?')} evaluated pairs (evaluation split"
-    data += f" by {split['by']})" if split.get("by") else ")"
-    data += f" of {metrics['n_pairs']} labelled pairs" if "n_pairs" in metrics else ""
-    data += f" from {metrics['data']}" if metrics.get("data") else ""
-    if "n_demonstration_pool" in metrics:
-        data += (
-            f"; {metrics['n_demonstration_pool']} generation pairs for demonstrations and baseline training,"
-            f" {metrics.get('n_generation_run', 0)} of them run by the team for SFT rows"
-        )
-    backbones = "; ".join(f"{s}: {m.get('backbone')}" for s, m in metrics["systems"].items() if m.get("backbone"))
-    provenance = {"data": data, "models": backbones or models or "not recorded"}
-    if metrics.get("output_mode") == "json" and metrics.get("program"):
-        provenance["LLM replies"] = f"json mode, numerical checks written as {metrics['program']} (run in the sandbox)"
-    elif metrics.get("output_mode"):
-        provenance["LLM replies"] = f"{metrics['output_mode']} mode"
-    return {"models": rows, "provenance": provenance, "failure_outcome": metrics.get("failure_outcome")}
 
 
 def read_rounds_csv(path: Path) -> dict[str, list[float]]:

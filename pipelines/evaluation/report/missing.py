@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines.evaluation.report.tables import Table
+from pipelines.reporting.tables import Table
 
 ABLATIONS_COMMAND = "python -m pipelines.evaluation.ablation.experiments all"
 TABLE_2_COMMAND = "dvc exp run -S 'evaluate.tutoring.comparisons.table_2=[[tuned,base],[tuned,base_r],[base,base_r]]'"

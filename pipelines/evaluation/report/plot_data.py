@@ -1,5 +1,5 @@
 """Long-format CSVs of the report's plots, for ``dvc plots`` (one file per plot, fixed columns),
-from the same metrics sections as :mod:`pipelines.evaluation.report.plots`:
+from the same metrics sections as :mod:`pipelines.reporting.plots`:
 
 - ``tagging_prf1.csv``: ``series, model, system, metric, value`` (series = ``<system> · <model>``)
 - ``kgc_f1_rounds.csv``: ``series, round, f1``
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.evaluation.human.sheets import write_csv
-from pipelines.evaluation.report.tables import SYSTEM_NAMES
+from pipelines.reporting.tables import SYSTEM_NAMES
 
 
 def plot_rows(metrics: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], list[dict[str, Any]]]]:

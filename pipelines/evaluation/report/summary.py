@@ -14,7 +14,7 @@ under ``reports/plots/``, all generated from one metrics dict::
       "inputs": {name: {"path", "found", "note"}}   # what the report read (a table at the end)
     }
 
-(section shapes: :mod:`pipelines.evaluation.report.tables`). Missing sections are left out, so
+(section shapes: :mod:`pipelines.reporting.tables`). Missing sections are left out, so
 the report can be built from whatever stages ran.
 """
 
@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents.shortfalls import shortfall_line
-from pipelines.evaluation.report import plots as report_plots
-from pipelines.evaluation.report import tables as report_tables
 from pipelines.evaluation.report.missing import missing_table
-from pipelines.evaluation.report.render import SummaryHeader, summary_html, summary_markdown
 from pipelines.evaluation.report.stamp import stamp_line
-from pipelines.evaluation.report.tables import Table
 from pipelines.io import atomic_open
+from pipelines.reporting import plots as report_plots
+from pipelines.reporting import tables as report_tables
+from pipelines.reporting.render import SummaryHeader, summary_html, summary_markdown
+from pipelines.reporting.tables import Table
 
 OFFLINE_BANNER = (
     "Offline default: these numbers come from the offline default run (small CPU models, demo data). "

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines.agents import Agent, ParseError, SampleTrace
 from pipelines.kgc.agents.experts import extraction_agent, types_text
-from pipelines.kgc.baselines.common import BaselineResult, extraction_step, words
+from pipelines.kgc.baselines.common import BaselineResult, StepBaseline, extraction_step, words
 from pipelines.kgc.parsing import JSON_EXAMPLES, NO_ANSWER
 from pipelines.kgc.schema import Schema, Sentence
 
@@ -41,18 +41,11 @@ def _type_of(task: str, item: Any) -> str:
     return item.relation if task == "re" else item.type
 
 
-class ChatIE:
-    def __init__(
-        self,
-        llm_for: Callable[[str], Any],
-        schemas: dict[str, Schema],
-        *,
-        mode: str = "text",
-        spans: str = "sentence",
-        **sampling: Any,
-    ):
-        self.llm = llm_for("chatie")
-        self.schemas, self.mode, self.sampling, self.spans = schemas, mode, sampling, spans
+class ChatIE(StepBaseline):
+    role = "chatie"
+
+    def __init__(self, llm_for: Callable[[str], Any], schemas: dict[str, Schema], **options: Any):
+        super().__init__(llm_for, schemas, **options)
         self._agents: dict[tuple[str, str], Any] = {}
 
     def _agent(self, kind: str, schema: Schema) -> Any:

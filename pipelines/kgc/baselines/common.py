@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pipelines.agents import SampleTrace
 from pipelines.kgc.parsing import schema_filter
@@ -73,6 +74,25 @@ class BaselineResult:
     calls: int = 0
     failed: int = 0
     dropped: int = 0
+
+
+class StepBaseline:
+    """The set-up ChatIE and CoTER share: the LLM of the baseline's ``role``, the schemas, the
+    output mode, the spans it extracts and the sampling it passes to its agents."""
+
+    role: ClassVar[str]
+
+    def __init__(
+        self,
+        llm_for: Callable[[str], Any],
+        schemas: dict[str, Schema],
+        *,
+        mode: str = "text",
+        spans: str = "sentence",
+        **sampling: Any,
+    ):
+        self.llm = llm_for(self.role)
+        self.schemas, self.mode, self.sampling, self.spans = schemas, mode, sampling, spans
 
 
 async def extraction_step(

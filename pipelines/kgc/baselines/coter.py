@@ -10,7 +10,7 @@ from typing import Any
 
 from pipelines.agents import Agent, ParseError, SampleTrace
 from pipelines.kgc.agents.experts import extraction_agent, types_text
-from pipelines.kgc.baselines.common import BaselineResult, extraction_step, words
+from pipelines.kgc.baselines.common import BaselineResult, StepBaseline, extraction_step, words
 from pipelines.kgc.parsing import JSON_EXAMPLES
 from pipelines.kgc.schema import Schema, Sentence
 
@@ -25,19 +25,12 @@ def parse_evidence(text: str) -> str:
     return evidence
 
 
-class CoTER:
-    def __init__(
-        self,
-        llm_for: Callable[[str], Any],
-        schemas: dict[str, Schema],
-        *,
-        mode: str = "text",
-        spans: str = "sentence",
-        **sampling: Any,
-    ):
-        self.llm = llm_for("coter")
-        self.schemas, self.mode, self.sampling, self.spans = schemas, mode, sampling, spans
-        plain = {k: v for k, v in sampling.items() if v is not None}
+class CoTER(StepBaseline):
+    role = "coter"
+
+    def __init__(self, llm_for: Callable[[str], Any], schemas: dict[str, Schema], **options: Any):
+        super().__init__(llm_for, schemas, **options)
+        plain = {k: v for k, v in self.sampling.items() if v is not None}
         self.evidence_agent = Agent("coter_step", HERE, parse_evidence, role="coter", **plain)
         self._final: dict[str, Any] = {}
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 HERE = Path(__file__).parent
 PLANNER_FILE = HERE / "planner_examples.jsonl"
 SEMANTIC_FILE = HERE / "semantic_examples.jsonl"
@@ -105,8 +107,6 @@ class ExampleChooser(Generic[T]):
         rows = self.by_language.get(language) or self.by_language.get("en", [])
         if self.strategy != "nearest" or self.embed is None or not rows:
             return self.fixed.get(language) or self.fixed.get("en", [])
-        import numpy as np
-
         vectors = np.asarray(self.embed([definition] + [r.definition for r in rows]))
         norms = np.linalg.norm(vectors, axis=1) + 1e-9
         scores = vectors[1:] @ vectors[0] / (norms[1:] * norms[0])

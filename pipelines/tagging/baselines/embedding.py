@@ -27,6 +27,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from pipelines.config import StrictModel
+from pipelines.retrieval.config import EmbedderConfig
+from pipelines.retrieval.embedders import SentenceTransformerEmbedder
 from pipelines.tagging.data import TaggingExample
 
 Embed = Callable[[list[str]], np.ndarray]
@@ -70,9 +72,6 @@ def load_embedder(model: str | Path, batch_size: int = 32) -> Embed:
 
     The knowledge bases' embedder serves here too, so both load and normalise a model the same way.
     """
-    from pipelines.retrieval.config import EmbedderConfig
-    from pipelines.retrieval.embedders import SentenceTransformerEmbedder
-
     # max_length above any model's limit: texts are cut at the model's own max_seq_length, as before
     config = EmbedderConfig(path=str(model), batch_size=batch_size, max_length=1 << 20)
     embedder = SentenceTransformerEmbedder(config)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.evaluation.report.tables import Table
+from pipelines.reporting.tables import Table
 
 BOLD = re.compile(r"\*\*(.+?)\*\*")
 STYLE = """

@@ -26,11 +26,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pipelines.stage import StageError
+from pipelines.errors import StageError
 
 COPIED = ("data/cache", "data/kb")  # ignored paths a queued run gets with -C (copied, if the workspace has them)
 SHARED = "shared"  # ../shared, the public data beside the project
-TOOL = "python -m pipelines.evaluation.ablation.experiments"
+TOOL = "python -m pipelines.evaluation.ablation.experiments"  # the ablation queue, the one user of these copies
 EXEC_TMP_DIR = "exps"  # dvc.repo.experiments.utils.EXEC_TMP_DIR (importing dvc costs each stage seconds; tested)
 
 

@@ -25,7 +25,7 @@ replaces such buffers by ``torch.empty_like`` memory, re-initialising only the r
 the remote ``_init_weights`` does not touch them, so they would hold whatever the memory held.
 
 The names transformers 5 removed that remote files import are re-added by
-:func:`pipelines.training.chat_encoding.install_remote_code_shims`, called here too.
+:func:`pipelines.models.chat_encoding.install_remote_code_shims`, called here too.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pipelines.training.chat_encoding import install_remote_code_shims
+from pipelines.models.chat_encoding import install_remote_code_shims
 
 log = logging.getLogger(__name__)
 ADAPTED = "_edumas_adapted_for_transformers5"

@@ -10,7 +10,7 @@ one decimal (the papers' style), HTS scores as they are (0-100, 50 = parity).
   method columns; the best method of a row in bold; coverage and cost rows; the failure policy in
   the note). A generate-stage ``metrics.json`` with a top-level ``systems`` is read as its section.
 - ``deltas``: ``[{"team", "system", "metric", "base", "tuned", "delta", "ci": [lo, hi], "n"}]``
-  (:func:`pipelines.evaluation.stats.bootstrap.paired_delta` rows, tuned vs base).
+  (:func:`pipelines.stats.bootstrap.paired_delta` rows, tuned vs base).
 - ``kgc``: ``{"datasets": [{"name", "task"}], "rows": {method: {dataset: f1}}, "reference":
   {method: reference_method}, "ee": {method: {dataset: {"trigger", "argument"}}}, "rounds":
   {series: [f1 at round 0, 1, ...]}, "provenance": ...}`` (CooperKGC's Table 2 with ``(+gain)``
@@ -118,14 +118,46 @@ def _cost_cell(key: str, system: Mapping[str, Any] | None) -> str:
     return f"{value:.2f}" if key == "llm_calls_per_question" else f"{value:.0f}"
 
 
+def tagging_section(metrics: Mapping[str, Any], *, models: str | None = None) -> dict[str, Any]:
+    """The tagging Table 4 section of one generation run: a row per model size (``Base``, and each
+    of ``tagging.sizes``), named by its model (the team's backbone, else the single LLM's), with
+    each method's scores; the embedding and PLM baselines sit on the first size's row. The
+    provenance names the data, the split, each system's backbone (``models`` when none is
+    recorded) and the failure policy."""
+    rows: dict[str, dict[str, Any]] = {}
+    for name, system in metrics["systems"].items():
+        method, _, size = name.partition("@")
+        row = rows.setdefault(system.get("size") or size or "Base", {"model": "", "systems": {}})
+        row["systems"][system.get("method") or method] = system
+    for row in rows.values():  # "smollm2" or "smollm2 (team's numerical judge: gpt-4o)"
+        llm = row["systems"].get("team") or row["systems"].get("single_llm") or {}
+        main, *others = (llm.get("backbone") or "-").split("; ")
+        row["model"] = main + (f" (team's {'; '.join(others)})" if others else "")
+    split = metrics.get("split") or {}
+    data = f"{metrics.get('n_evaluated', '?')} evaluated pairs (evaluation split"
+    data += f" by {split['by']})" if split.get("by") else ")"
+    data += f" of {metrics['n_pairs']} labelled pairs" if "n_pairs" in metrics else ""
+    data += f" from {metrics['data']}" if metrics.get("data") else ""
+    if "n_demonstration_pool" in metrics:
+        data += (
+            f"; {metrics['n_demonstration_pool']} generation pairs for demonstrations and baseline training,"
+            f" {metrics.get('n_generation_run', 0)} of them run by the team for SFT rows"
+        )
+    backbones = "; ".join(f"{s}: {m.get('backbone')}" for s, m in metrics["systems"].items() if m.get("backbone"))
+    provenance = {"data": data, "models": backbones or models or "not recorded"}
+    if metrics.get("output_mode") == "json" and metrics.get("program"):
+        provenance["LLM replies"] = f"json mode, numerical checks written as {metrics['program']} (run in the sandbox)"
+    elif metrics.get("output_mode"):
+        provenance["LLM replies"] = f"{metrics['output_mode']} mode"
+    return {"models": rows, "provenance": provenance, "failure_outcome": metrics.get("failure_outcome")}
+
+
 def tagging_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
     """The tagging paper's Table 4 layout: rows metric x model size (the model named per row),
     a column per method (the best score of a row in bold); then coverage and cost rows, and a note
     with the provenance and the failure policy. A generate-stage ``metrics.json`` (top-level
-    ``systems``) is read through :func:`pipelines.evaluation.report.inputs.tagging_section`."""
+    ``systems``) is read through :func:`tagging_section`."""
     if "models" not in section:
-        from pipelines.evaluation.report.inputs import tagging_section
-
         section = tagging_section(section)
     rows = section["models"]
     found = {m for r in rows.values() for m in r["systems"]}

@@ -1,5 +1,5 @@
 """The report's PNG plots, one figure builder each, from the same metrics sections as the tables
-(:mod:`pipelines.evaluation.report.tables` documents their shapes). ``*_figure`` returns the
+(:mod:`pipelines.reporting.tables` documents their shapes). ``*_figure`` returns the
 matplotlib figure (tests read its axes), ``*_plot`` writes it to ``path`` atomically and returns
 the path.
 
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.report.tables import HTS_COLUMNS, SYSTEM_NAMES
 from pipelines.io import atomic_open
+from pipelines.reporting.tables import HTS_COLUMNS, SYSTEM_NAMES
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":")

@@ -75,8 +75,8 @@ def chatglm3_token_ids(tokenizer: Any, messages: list[dict[str, str]], *, add_ge
     return ids
 
 
-def _ends_with_stop(tokenizer: Any, ids: list[int], stops: set[int]) -> bool:
-    """Whether the last token that is not template whitespace is a stop token."""
+def ends_with_stop(tokenizer: Any, ids: list[int], stops: set[int]) -> bool:
+    """Whether the last token of ``ids`` that is not template whitespace is one of ``stops``."""
     for token in reversed(ids):
         if token in stops:
             return True
@@ -110,7 +110,7 @@ def install_chat_encoder(
             encoded = {key: list(value) for key, value in result.items()}
             ids = encoded["input_ids"]
             ends_with_answer = conversation and conversation[-1]["role"] == "assistant"
-            if ends_with_answer and not add_generation_prompt and not _ends_with_stop(self, ids, stops):
+            if ends_with_answer and not add_generation_prompt and not ends_with_stop(self, ids, stops):
                 for key, value in encoded.items():
                     value.append(self.eos_token_id if key == "input_ids" else 1)
             if bos_first and (not ids or ids[0] != self.bos_token_id):

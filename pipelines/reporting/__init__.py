@@ -1,0 +1,1 @@
+"""Table, rendering and plot helpers shared by the teams' reports and by evaluation (below both)."""
