@@ -45,6 +45,8 @@ def arm_config(tagging: TaggingConfig, ev: EvaluateConfig, *, llm: Any, folder: 
             "llm": llm,
             "outputs": OutputsConfig(generated_dir=str(folder), reports_dir=str(folder)),
             "progress": ev.progress,
+            # an arm measures its model: an unparseable reply is scored (as a miss), not a reason to stop
+            "max_unparseable_share": 1.0,
         }
     )
 
