@@ -27,7 +27,7 @@ from pipelines.llm.scripted import ScriptedBackend
 from pipelines.ram2c.groups import ballot_of, voter_validity
 from pipelines.reporting.tables import hts_cell, hts_tables, voters_table
 from pipelines.stats.validity import ValidityRule, rater_validity
-from tests.evaluation.recorded import metrics, traces
+from tests.evaluation.recorded import traces
 
 SAME_MODEL = {"seed1": "smollm2-135m (transformers)", "seed2": "smollm2-135m (transformers)"}
 
@@ -160,38 +160,6 @@ def test_kappa_only_between_distinct_models_seeds_give_self_consistency():
     assert two["kappa"] == pytest.approx(same["self_consistency"]) and two["self_consistency"] is None
     humans = hts_scores(judgments, resamples=50)["humanized"]  # no models: every rater distinct (humans)
     assert humans["kappa"] == pytest.approx(two["kappa"]) and humans["raters"] == 2
-
-
-def recorded_judgments(table: dict) -> tuple[list[Judgment], dict[str, str]]:
-    """Table 1's judgments rebuilt from the recorded run: its judges' recorded A/B/equal counts over
-    its items and dimensions, at the positions the recorded settings give (seed 0, the comparison key)."""
-    label, prefs = next(iter(table["position_preference"].items()))
-    comparison = table["comparisons"][label]
-    data = [HTSItem(f"p{i}", "t", "a", "s", "b") for i in range(comparison["n"])]
-    judges = [Judge(name, None) for name in prefs]
-    positions = assign_positions(data, judges, DIMENSIONS, seed=0, comparison=comparison["key"])
-    out = []
-    for name, counts in prefs.items():
-        choices = iter(["A"] * counts["A"] + ["B"] * counts["B"] + ["equal"] * counts["equal"])
-        for d in DIMENSIONS:
-            for item in data:
-                position, choice = positions[(name, d)][item.id], next(choices)
-                out.append(Judgment(item.id, d, name, position, choice, outcome_of(choice, position), True))
-    return out, {name: "smollm2-135m-instruct (transformers)" for name in prefs}
-
-
-def test_recorded_constant_judges_are_withheld_and_get_no_kappa():
-    table = metrics("evaluate")["tutoring"]["hts"]["tables"]["1"]
-    judgments, models = recorded_judgments(table)
-    recorded = next(iter(table["rows"].values()))
-    assert {d: recorded[d]["kappa"] for d in DIMENSIONS} == dict.fromkeys(DIMENSIONS, 1.0)  # printed as agreement
-    scored = validated_scores(judgments, models=models, resamples=50)
-    assert scored["withheld"] == ["base-seed1", "base-seed2"]
-    assert scored["validity"]["base-seed1"]["constant_verdict"] == "A"
-    assert scored["validity"]["base-seed2"]["constant_share"] == 1.0
-    assert {d: (s["no_valid_judge"], s["kappa"]) for d, s in scored["scores"].items()} == dict.fromkeys(
-        DIMENSIONS, (True, None)
-    )
 
 
 def test_recorded_ballots_flag_a_constant_voter():

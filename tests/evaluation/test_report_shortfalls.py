@@ -7,7 +7,12 @@ import json
 
 import yaml
 
+from pipelines.config import load_section
 from pipelines.evaluation.report.stage_shortfalls import build_kb_shortfalls, make_datasets_shortfalls
+from pipelines.kgc.config import KGCConfig
+from pipelines.kgc.run import sft_f1_zero
+from stages.generate_kgc import shortfalls
+from tests.evaluation.recorded import metrics
 from tests.evaluation.test_report_stage import PROJECT, _project, _run
 
 MAKE_DATASETS = {"counts": {
@@ -42,7 +47,9 @@ def test_the_report_lists_them(tmp_path, monkeypatch):
         (tmp_path / f"reports/{stage}").mkdir(parents=True)
         (tmp_path / f"reports/{stage}/metrics.json").write_text(json.dumps(values), encoding="utf-8")
     found = _run(tmp_path, monkeypatch)
-    assert found["inputs"]["make_datasets"] and found["inputs"]["build_kb"] and found["shortfalls"] == 3
+    recorded = sum(len(metrics(s)["shortfalls"]) for s in ("generate_tagging", "generate_kgc", "generate_ram2c"))
+    assert recorded == 1  # the recorded smoke run: its 2 KGC SFT rows both score F1 0
+    assert found["inputs"]["make_datasets"] and found["inputs"]["build_kb"] and found["shortfalls"] == 3 + recorded
     md = (tmp_path / "reports/summary.md").read_text(encoding="utf-8")
     assert "| make_datasets | SFT rows kept by make_datasets | 11 | 9 | dropped: 2 longer than train.max_length" in md
     assert "| build_kb | knowledge-base kind literature: 0 chunks | - | - | optional sources missing: " in md
@@ -51,12 +58,6 @@ def test_the_report_lists_them(tmp_path, monkeypatch):
 def test_kgc_sft_rows_requested_vs_produced_and_f1_zero(tmp_path):
     """generate_kgc's shortfalls on its recorded metrics: sentences without an SFT row, and SFT rows
     whose answer scored F1 0 (counted from sft.jsonl's meta.f1 by finish_kgc)."""
-    from pipelines.config import load_section
-    from pipelines.kgc.config import KGCConfig
-    from pipelines.kgc.run import sft_f1_zero
-    from stages.generate_kgc import shortfalls
-    from tests.evaluation.recorded import metrics
-
     sft = tmp_path / "sft.jsonl"
     sft.write_text("".join(json.dumps({"id": f"kgc-{i}", "meta": {"f1": f1}}) + "\n" for i, f1 in enumerate(
         [0.0, 0.5, 0, 1.0])), encoding="utf-8")  # fmt: skip

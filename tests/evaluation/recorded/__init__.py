@@ -26,7 +26,13 @@ FILES = (
     "reports/evaluate/metrics.json",
     *[f"{FOLDERS[team]}/{name}" for team in TEAMS for name in ("traces.jsonl", "predictions.jsonl")],
     "data/generated/ram2c/dpo.jsonl",  # the pairs the team exported (the trace view's final pair must be these)
+    # the evaluate stage's tutoring run: the prompts, both arms' replies, and the judged comparisons
+    "data/evaluate/tutoring/prompts.jsonl",
+    *[f"data/evaluate/tutoring/replies/{arm}/predictions.jsonl" for arm in ("tuned", "base")],
+    *[f"data/evaluate/tutoring/comparisons/{key}/{name}" for key in ("tuned_vs_base", "tuned_vs_ref_r")
+      for name in ("judgments.jsonl", "traces.jsonl")],
 )
+TUTORING = RECORDED / "data" / "evaluate" / "tutoring"
 
 
 def jsonl(path: Path) -> list[dict]:
