@@ -104,7 +104,7 @@ def test_steps_5_and_6_each_dataset_for_its_preset_then_the_dpo_preset_trains(pr
     step_6 = _run(project, "-m", "stages.train", "--section", "train.dpo")
     assert step_6.returncode == 0, step_6.stderr[-3000:]
     metrics = json.loads((project / "reports/train/dpo/metrics.json").read_text(encoding="utf-8"))
-    assert metrics["global_step"] == 1 and metrics["steps_this_run"] == 1
+    assert metrics["global_step"] == 3 and metrics["steps_this_run"] == 3  # the smoke profile's 3 DPO steps
     adapter = json.loads((project / "models/dpo/final/adapter_config.json").read_text(encoding="utf-8"))
     assert adapter["base_model_name_or_path"] == DPO_MODEL and adapter["r"] == 64
     assert (project / "models/dpo/merged/config.json").is_file()  # the preset's merge: true
