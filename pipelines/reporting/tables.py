@@ -396,16 +396,50 @@ def hts_tables(section: Mapping[str, Any], *, offline: bool = False) -> list[Tab
     return tables
 
 
+LOSS_POINTS_SHOWN = 8
+"""Loss points written out in a cell; a longer curve shows that many, evenly spaced (the plot has all)."""
+
+
+def loss_curve_cell(points: Sequence[Sequence[float]]) -> str:
+    """``step: loss`` of every logged point (at most :data:`LOSS_POINTS_SHOWN`, evenly spaced, first and last kept)."""
+    if not points:
+        return "-"
+    shown = points
+    if len(points) > LOSS_POINTS_SHOWN:
+        last = len(points) - 1
+        shown = [points[round(i * last / (LOSS_POINTS_SHOWN - 1))] for i in range(LOSS_POINTS_SHOWN)]
+    cell = " · ".join(f"{int(step)}: {loss:.3f}" for step, loss in shown)
+    return cell if len(shown) == len(points) else f"{cell} ({len(points)} points; plot below)"
+
+
+def eval_cell(evaluation: Mapping[str, Any] | None) -> str:
+    """The trainer's evaluation metrics: loss, and for DPO the reward margin and accuracy."""
+    names = {"loss": "loss", "rewards/margins": "reward margin", "rewards/accuracies": "reward accuracy"}
+    evaluation = evaluation or {}
+    parts = [f"{label} {evaluation[key]:.4g}" for key, label in names.items() if evaluation.get(key) is not None]
+    return "; ".join(parts) or "-"
+
+
+def probe_cell(probe: Mapping[str, Any] | None) -> str:
+    """The lm_head parity probe: the trainer's log-probs against a plain forward of the model."""
+    if not probe:
+        return "-"
+    verdict = "passed" if probe.get("passed") else "**failed**"
+    return (f"{verdict}: {probe.get('path', '?')} head, mean/max diff {probe.get('mean_abs_diff', 0):.1e}/"
+            f"{probe.get('max_abs_diff', 0):.1e} over {probe.get('rows', '?')} rows")
+
+
 def training_table(section: Mapping[str, Any], *, offline: bool = False) -> Table:
-    """Per training run: steps logged, first and last training loss."""
+    """Per training run: rows trained and held out, the logged loss curve, the trainer's evaluation
+    metrics and the lm_head parity probe."""
     body = []
     for run, result in section["runs"].items():
-        losses = [loss for _, loss in result.get("loss", [])]
-        first, last = (f"{losses[0]:.3f}", f"{losses[-1]:.3f}") if losses else ("-", "-")
-        body.append([run, str(result.get("method", "")), str(len(losses)), first, last])
+        rows = f"{result.get('train_rows', '?')} / {result.get('eval_rows', '?')}"
+        body.append([run, str(result.get("method", "")), rows, loss_curve_cell(result.get("loss", [])),
+                     eval_cell(result.get("eval")), probe_cell(result.get("probe"))])  # fmt: skip
     return Table(
         "Fine-tuning runs",
-        ["Run", "Method", "Loss points", "First loss", "Last loss"],
+        ["Run", "Method", "Rows (train / eval)", "Training loss by step", "Evaluation", "Parity probe"],
         body,
         provenance_line(section.get("provenance"), offline=offline),
     )

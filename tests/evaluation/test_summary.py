@@ -75,8 +75,10 @@ def test_sections_cover_every_metrics_section():
     deltas = sections["Tuned vs base"][0]
     assert deltas.rows[0] == ["tagging", "team", "accuracy", "62.5", "70.8", "+8.3", "[-4.2, +20.8]", "24"]
     assert deltas.rows[1][3:7] == ["50.0", "74.8", "+24.8", "[+16.0, +32.5]"]
-    assert sections["Fine-tuning"][0].rows == [["sft", "SFT LoRA", "4", "2.400", "1.800"],
-                                               ["dpo", "DPO LoRA", "3", "0.693", "0.660"]]
+    assert sections["Fine-tuning"][0].rows == [  # the fixture's runs carry no rows, evaluation or probe
+        ["sft", "SFT LoRA", "? / ?", "1: 2.400 · 2: 2.100 · 3: 1.900 · 4: 1.800", "-", "-"],
+        ["dpo", "DPO LoRA", "? / ?", "1: 0.693 · 2: 0.680 · 3: 0.660", "-", "-"],
+    ]
     rounds = sections["Knowledge graph construction"][1]
     assert rounds.columns[-1] == "Round 4" and rounds.rows[1] == ["RE", "30.0", "41.0", "44.0", "45.7", "-"]
     assert all(t.note for _, tables in build_sections(FIXTURE) for t in tables)

@@ -145,13 +145,20 @@ def ram2c_section(metrics: Mapping[str, Any], *, models: str) -> dict[str, Any]:
     return {**dict(metrics), "provenance": {"data": data, "models": models, "team": team}}
 
 
+EVAL_KEYS = ("eval_loss", "eval_rewards/margins", "eval_rewards/accuracies")
+"""The trainer's evaluation metrics the summary shows (DPO adds reward margin and accuracy)."""
+
+
 def training_run(name: str, metrics: Mapping[str, Any], loss: list[list[float]], params: Mapping[str, Any]) -> dict:
     """One run of the training section; method and tuning from ``params.train.<name>`` when there."""
     cfg = ((params.get("train") or {}).get(name)) or {}
     method = str(cfg.get("method", name)).upper()
     tuning = {"lora": "LoRA", "qlora": "QLoRA", "full": "full"}.get(cfg.get("tuning"), cfg.get("tuning") or "")
+    evaluation = {k.removeprefix("eval_"): v for k, v in metrics.items() if k in EVAL_KEYS}
     return {"method": f"{method} {tuning}".strip(), "loss": loss, "train_loss": metrics.get("train_loss"),
-            "global_step": metrics.get("global_step"), "base_model": _short(cfg.get("model", "?"))}  # fmt: skip
+            "global_step": metrics.get("global_step"), "base_model": _short(cfg.get("model", "?")),
+            "train_rows": metrics.get("train_rows"), "eval_rows": metrics.get("eval_rows"), "eval": evaluation,
+            "probe": metrics.get("lm_head")}  # fmt: skip
 
 
 def training_section(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
