@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -45,10 +45,27 @@ from pipelines.llm.openai_protocol import RETRYABLE_STATUS, server_message
 from pipelines.llm.types import ChatResult, LLMError, Message, SamplingParams
 from pipelines.llm.waves import parked, quiescent
 
-if TYPE_CHECKING:
-    from pipelines.llm.openai_backend import OpenAIBackend
-
 log = logging.getLogger(__name__)
+
+
+class BatchHost(Protocol):
+    """What the batch side uses of its :class:`~pipelines.llm.openai_backend.OpenAIBackend` (named here
+    so that this module does not import the backend that imports it)."""
+
+    spec: Any
+    _headers: dict[str, str]
+
+    def payload(self, messages: list[Message], params: SamplingParams, mode: str | None = None) -> dict[str, Any]: ...
+
+    async def chat_online(self, messages: list[Message], params: SamplingParams) -> ChatResult: ...
+
+    async def _bind_loop(self) -> None: ...
+
+    def _session_for_loop(self) -> aiohttp.ClientSession: ...
+
+    def _scrub(self, text: str) -> str: ...
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float: ...
 
 
 class BatchRequestError(LLMError):
@@ -76,9 +93,9 @@ def custom_id(key: str | None, body: bytes) -> str:
 
 
 class BatchCollector:
-    """The batch side of one :class:`OpenAIBackend` (see the module docstring)."""
+    """The batch side of one OpenAI-compatible backend (:class:`BatchHost`; see the module docstring)."""
 
-    def __init__(self, backend: OpenAIBackend, *, journal: Path | None):
+    def __init__(self, backend: BatchHost, *, journal: Path | None):
         self.backend = backend
         self.spec = backend.spec.batch
         self.journal = BatchJournal(journal) if journal is not None else None
