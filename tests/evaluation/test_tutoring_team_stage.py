@@ -74,7 +74,7 @@ def test_reference_team_baseline_through_the_stage(tmp_path, monkeypatch):
                 ],
                 "comparisons": {"table_1": [["tuned", "base"]], "table_2": [["tuned", "glm_r"]]},
                 # the scripted judges answer "A" every time: kept here (this test is the team baseline's wiring;
-                # withholding such judges is tests/evaluation/test_hts_validity.py's)
+                # withholding such judges is tests/evaluation/hts/test_hts_validity.py's)
                 "hts": {"mode": "text", "resamples": 50, "judges": [{"name": f"j{k}", "seed": k} for k in (1, 2)],
                         "validity": {"max_constant_share": 1.0, "alpha": 1e-9}},
             },

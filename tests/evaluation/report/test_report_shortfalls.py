@@ -13,7 +13,7 @@ from pipelines.kgc.config import KGCConfig
 from pipelines.kgc.run import sft_f1_zero
 from stages.generate_kgc import shortfalls
 from tests.evaluation.recorded import metrics
-from tests.evaluation.test_report_stage import PROJECT, _project, _run
+from tests.evaluation.report.test_report_stage import PROJECT, _project, _run
 
 MAKE_DATASETS = {"counts": {
     "sft": {"train": 8, "eval": 1, "by_source": {"kgc": 4, "tagging": 5}, "demo_fixture_rows": 0,

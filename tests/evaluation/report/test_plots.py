@@ -26,7 +26,7 @@ from pipelines.reporting.tables import SYSTEM_NAMES
 from tests.evaluation.recorded import lay_out
 
 matplotlib.use("Agg")
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -19,7 +19,7 @@ from pipelines.ram2c.config import Ram2cConfig
 from pipelines.tagging.config import TaggingConfig
 from pipelines.training.dataset_builder import MakeDatasetsConfig
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 CONFIGS = {"tagging": TaggingConfig, "kgc": KGCConfig, "ram2c": Ram2cConfig, "evaluate": EvaluateConfig}
 
 
@@ -160,7 +160,7 @@ def test_tables_from_a_real_queued_run():
     """`dvc exp show --json` (dvc 3.67) after `experiments queue --only ram2c` and `dvc exp run --run-all`
     in a toy project with this repo's evaluate params, whose stage writes a Table 3 row per comparison
     (re-recorded by tests/evaluation/fixtures/record_table3_exps.py)."""
-    show = json.loads((Path(__file__).parent / "fixtures" / "dvc_exp_show_table3.json").read_text(encoding="utf-8"))
+    show = json.loads((Path(__file__).parents[1] / "fixtures" / "dvc_exp_show_table3.json").read_text(encoding="utf-8"))
     lines = ablation_tables(show, {}).splitlines()
     assert "| master (baseline) | [] | - | - | - | 8 |" in lines
     assert '| ram2c-no-p | [["base_p_r", "base_r"]] | 56.00 | 56.00 | 56.00 | 8 (+0.00) |' in lines

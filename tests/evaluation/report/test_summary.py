@@ -9,7 +9,7 @@ from pipelines.evaluation.report.summary import build_sections
 from pipelines.reporting.render import table_html, table_markdown
 from pipelines.reporting.tables import hts_cell, kgc_table, provenance_line, tagging_table
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "metrics.json").read_text(encoding="utf-8"))
+FIXTURE = json.loads((Path(__file__).parents[1] / "fixtures" / "metrics.json").read_text(encoding="utf-8"))
 
 
 def test_tagging_table_has_the_table_4_layout():

@@ -20,8 +20,8 @@ from pipelines.evaluation.report.stamp import params_digest
 from stages import report as stage
 from tests.evaluation.recorded import FILES, lay_out, metrics
 
-PROJECT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).parent / "fixtures"
+PROJECT = Path(__file__).resolve().parents[3]
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def _project(root: Path, **skip) -> dict:

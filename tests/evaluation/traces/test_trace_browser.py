@@ -176,7 +176,7 @@ def test_tagging_question_definition_and_split_and_the_ram2c_persona():
     from pipelines.evaluation.report.build import tagging_texts
     from pipelines.ram2c.students import persona_by_id
 
-    project = Path(__file__).resolve().parents[2]
+    project = Path(__file__).resolve().parents[3]
     texts = tagging_texts({"tagging": {"data": {"path": "data/tagging/demo.jsonl"}}}, project)
     splits = set()
     for sample_id, rows in group_samples(traces("tagging")).items():

@@ -118,7 +118,7 @@ def test_a_real_queue_sees_the_workspace_inputs_or_fails(tmp_path, monkeypatch):
         """), encoding="utf-8")  # fmt: skip
     (project / ".gitignore").write_text("/data/\n", encoding="utf-8")
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")  # `dvc` of main()'s commands
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[3]))
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
     monkeypatch.delenv("DVC_ROOT", raising=False)
     env = dict(os.environ)

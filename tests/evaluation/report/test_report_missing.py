@@ -13,7 +13,7 @@ from pipelines.evaluation.report.missing import TABLE_2_COMMAND, TABLE_3_COMMAND
 from stages.evaluate import shortfalls as evaluate_shortfalls
 from tests.evaluation.recorded import metrics
 from tests.evaluation.recorded import traces as recorded_traces
-from tests.evaluation.test_report_stage import PROJECT, _project, _run
+from tests.evaluation.report.test_report_stage import PROJECT, _project, _run
 
 
 def test_tables_2_and_3_missing_are_said_with_their_commands(tmp_path, monkeypatch):

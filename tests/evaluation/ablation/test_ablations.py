@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pipelines.evaluation.ablation.tables import ablation_table, experiments, flatten, main, metric_value
 
-SHOW = json.loads((Path(__file__).parent / "fixtures" / "dvc_exp_show.json").read_text(encoding="utf-8"))
+SHOW = json.loads((Path(__file__).parents[1] / "fixtures" / "dvc_exp_show.json").read_text(encoding="utf-8"))
 
 
 def test_experiments_are_flattened():

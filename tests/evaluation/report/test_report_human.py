@@ -8,7 +8,7 @@ import yaml
 
 from pipelines.evaluation.arms.config import EvaluateConfig
 from tests.evaluation.recorded import metrics
-from tests.evaluation.test_report_stage import PROJECT, _project, _run
+from tests.evaluation.report.test_report_stage import PROJECT, _project, _run
 
 
 def test_the_default_run_writes_the_pack():
