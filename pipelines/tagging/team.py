@@ -9,7 +9,7 @@ The planner and the solver run concurrently; judges of different sub-constraints
 concurrently. The plan depends on the definition alone, so it is made once per (definition,
 language) and shared by every question of that concept; a plan call that fails with an LLM error
 is tried again up to ``plan_attempts`` times and never shared, so the next question tries anew.
-The semantic judge sees a positive and a negative example (:func:`semantic_examples`): the
+The semantic judge sees a positive and a negative example (its module's ``semantic_examples``): the
 concept's own rows where their semantic label is known, else the shipped judged sub-constraints.
 The numerical judge extracts the arguments, writes a program over them (``program``: a line of
 Python in json mode by default, or JSON comparisons) and runs it in the sandbox; how each check
@@ -38,9 +38,9 @@ from pipelines.agents.sandbox import SandboxLimits, run_python
 from pipelines.config import StrictModel
 from pipelines.tagging.agents.numerical_judge import make_arg_extractor, make_program_writer
 from pipelines.tagging.agents.planner import Plan, SubConstraint, make_planner
-from pipelines.tagging.agents.semantic_judge import make_semantic_judge
+from pipelines.tagging.agents.semantic_judge import make_semantic_judge, semantic_examples
 from pipelines.tagging.agents.solver import make_solver
-from pipelines.tagging.agents.worked_examples import PlannerExamples, SemanticExamples, SemanticPair
+from pipelines.tagging.agents.worked_examples import PlannerExamples, SemanticExamples
 from pipelines.tagging.data import TaggingExample
 from pipelines.tagging.numerical import ConstraintOutcome, NumericalJudge
 from pipelines.tagging.split import question_key
@@ -158,30 +158,6 @@ def cap_to_schema(agent: Agent) -> Agent:
     for text mode, would only cut it. Returns the agent."""
     agent.sampling["max_tokens"] = max_reply_bytes(agent.json_schema)
     return agent
-
-
-def semantic_examples(own: list[TaggingExample], shipped: SemanticPair | None, definition: str) -> list[dict[str, Any]]:
-    """Template variables of the semantic judge's two examples, a positive then a negative. Each
-    comes from the concept's own rows where one has that semantic label (a positive row is Yes; a
-    negative row only with ``semantic_label`` 0 is No, since a negative may fail only a numerical
-    requirement), else from ``shipped`` (a judged sub-constraint of ``semantic_examples.jsonl``,
-    shown with its reasoning, after its definition and sub-constraint, said once for the pair)."""
-    semantic = [(d, 1 if d.label == 1 else d.semantic_label) for d in own]
-    out = []
-    for wanted in (1, 0):
-        row = next((d for d, label in semantic if label == wanted), None)
-        if row is not None:
-            shown = {"question": row.question, "label": wanted}
-            if row.definition != definition:
-                shown["definition"] = row.definition
-            out.append(shown)
-        elif shipped is not None:
-            judged = shipped.positive if wanted else shipped.negative
-            shown = {"question": judged.question, "label": judged.label, "reasoning": judged.reasoning}
-            if not out or out[-1].get("constraint") != judged.constraint:  # said once for both of a pair
-                shown.update(definition=judged.definition, constraint=judged.constraint)
-            out.append(shown)
-    return out
 
 
 class TaggingTeam:

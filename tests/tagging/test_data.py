@@ -1,4 +1,4 @@
-"""Readers, the demo set's labels (re-checked from the numbers), and the demonstration split."""
+"""Readers and the demo set's labels (re-checked from the numbers)."""
 
 import json
 import os
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.tagging.data import FieldMap, TaggingDataConfig, limit_examples, read_examples
-from pipelines.tagging.split import DemoConfig, SplitConfig, build_demonstrations, split_examples
+from pipelines.tagging.data import FieldMap, TaggingDataConfig, read_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "tagging" / "demo.jsonl"
@@ -104,38 +103,3 @@ def test_shared_mathfish_csv_reads_by_params_alone():
     assert len(rows) == 24 and Counter(r.label for r in rows) == {1: 12, 0: 12}
     assert rows[0].id == "fl_problem_001894_pos_0" and rows[0].label == 1
     assert rows[0].definition.startswith("Prove the addition and subtraction formulas")
-
-
-def test_demonstrations_come_from_the_generation_split_and_are_seeded():
-    rows = read_examples(TaggingDataConfig(), ROOT)
-    split = split_examples(rows, SplitConfig())
-    evaluated = {e.id for e in split.evaluation}
-    demos = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=1))
-    shown = {e.concept: [d.id for d in demos.for_example(e)] for e in split.evaluation}
-    assert not {d for ids in shown.values() for d in ids} & evaluated
-    again = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=1))
-    assert shown == {e.concept: [d.id for d in again.for_example(e)] for e in split.evaluation}
-    other = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=2))
-    assert shown != {e.concept: [d.id for d in other.for_example(e)] for e in split.evaluation}
-    evaluation = split.evaluation
-    picked = limit_examples(evaluation, 12, seed=0)
-    assert len(picked) == 12 and len({e.knowledge_id for e in picked}) == 6
-    six = limit_examples(evaluation, 6, seed=0)
-    assert len({e.knowledge_id for e in six}) == 6 and {e.label for e in six} == {0, 1}
-    assert {e.language for e in six} == {"en", "zh"}
-
-
-def test_nearest_strategy_ranks_by_embedding():
-    rows = read_examples(TaggingDataConfig(), ROOT)
-    split = split_examples(rows, SplitConfig())
-
-    def embed(texts):  # definition first; questions scored by their length (a stand-in embedding)
-        import numpy as np
-
-        return np.array([[1.0, 0.0]] + [[1.0, len(t) / 100] for t in texts[1:]])
-
-    demos = build_demonstrations(split.generation, DemoConfig(strategy="nearest", pool_per_concept=4, k=2), embed=embed)
-    for example in split.evaluation:
-        shown = demos.for_example(example)
-        positives = sorted((p for p in demos.pools[example.concept] if p.label == 1), key=lambda p: len(p.question))
-        assert shown[0] is positives[0]  # the closest (shortest) positive comes first

@@ -1,5 +1,6 @@
-"""Generation / evaluation split (issue 11, defect 7) and demonstrations for datasets with few rows
-per concept (defect 1): pools from the generation split, topped up from other concepts or a file."""
+"""Generation / evaluation split (issue 11, defect 7) and demonstrations: seeded or nearest by
+embedding, from the generation split, and for datasets with few rows per concept (defect 1) topped
+up from other concepts or a file."""
 
 import json
 import os
@@ -7,10 +8,11 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
-from pipelines.tagging.data import FieldMap, TaggingDataConfig, TaggingExample, read_examples
+from pipelines.tagging.data import FieldMap, TaggingDataConfig, TaggingExample, limit_examples, read_examples
 from pipelines.tagging.split import (
     DemoConfig,
     EmptyEvaluationSplit,
@@ -221,3 +223,36 @@ def test_no_question_text_leaks_on_mathfish(tmp_path):
     split, traces = _stage_prompts(tmp_path, params)
     assert len(split["ids"]["evaluation"]) >= 20
     assert _assert_no_question_leaks(rows, split, traces) >= 2 * 20
+
+
+def test_demonstrations_come_from_the_generation_split_and_are_seeded():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+    split = split_examples(rows, SplitConfig())
+    evaluated = {e.id for e in split.evaluation}
+    demos = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=1))
+    shown = {e.concept: [d.id for d in demos.for_example(e)] for e in split.evaluation}
+    assert not {d for ids in shown.values() for d in ids} & evaluated
+    again = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=1))
+    assert shown == {e.concept: [d.id for d in again.for_example(e)] for e in split.evaluation}
+    other = build_demonstrations(split.generation, DemoConfig(pool_per_concept=3, k=2, seed=2))
+    assert shown != {e.concept: [d.id for d in other.for_example(e)] for e in split.evaluation}
+    evaluation = split.evaluation
+    picked = limit_examples(evaluation, 12, seed=0)
+    assert len(picked) == 12 and len({e.knowledge_id for e in picked}) == 6
+    six = limit_examples(evaluation, 6, seed=0)
+    assert len({e.knowledge_id for e in six}) == 6 and {e.label for e in six} == {0, 1}
+    assert {e.language for e in six} == {"en", "zh"}
+
+
+def test_nearest_strategy_ranks_by_embedding():
+    rows = read_examples(TaggingDataConfig(), ROOT)
+    split = split_examples(rows, SplitConfig())
+
+    def embed(texts):  # definition first; questions scored by their length (a stand-in embedding)
+        return np.array([[1.0, 0.0]] + [[1.0, len(t) / 100] for t in texts[1:]])
+
+    demos = build_demonstrations(split.generation, DemoConfig(strategy="nearest", pool_per_concept=4, k=2), embed=embed)
+    for example in split.evaluation:
+        shown = demos.for_example(example)
+        positives = sorted((p for p in demos.pools[example.concept] if p.label == 1), key=lambda p: len(p.question))
+        assert shown[0] is positives[0]  # the closest (shortest) positive comes first

@@ -110,7 +110,7 @@ class Program:
 
 # json-mode schemas. Every string is bounded, so the longest valid reply fits the agent's cap
 # (pipelines.agents.reply_bounds); patterns use {0,1}, never "?" after a group or a {m,n} repeat,
-# which xgrammar 0.2.7 compiles wrongly (tests/tagging/test_reply_bounds.py compares it with re).
+# which xgrammar 0.2.7 compiles wrongly (tests/tagging/agents/test_reply_bounds.py compares it with re).
 NUMBER_TEXT = r"^-{0,1}[0-9]{1,6}(\.[0-9]{1,3}){0,1}(/[1-9][0-9]{0,2}){0,1}%{0,1}$"
 """A number written as text in a json-mode reply: 47, -3, 0.75, 1/2, 25% (read exactly by read_value)."""
 NumberText = Annotated[str, Field(pattern=NUMBER_TEXT)]

@@ -6,7 +6,7 @@
   question that meets it and one that does not, with the judgment (``{"language", "definition",
   "constraint", "question", "label", "reasoning"}``). Written by the project: the negative keeps
   the positive's numbers and changes only what the question asks, so it fails the semantic
-  sub-constraint alone (``tests/tagging/test_worked_examples.py`` checks the numbers and the pairs).
+  sub-constraint alone (``tests/tagging/agents/test_worked_examples.py`` checks the numbers and the pairs).
 
 :class:`ExampleChooser` picks ``k`` items per language for a definition: ``random`` (seeded, the
 same for every definition, so a prompt stays byte-identical) or ``nearest`` (the closest

@@ -29,7 +29,7 @@ from pipelines.tagging.team import TaggingTeam, TeamConfig, cap_to_schema
 
 xgr = pytest.importorskip("xgrammar")
 
-PARAMS = yaml.safe_load((Path(__file__).parents[2] / "params.yaml").read_text(encoding="utf-8"))["tagging"]
+PARAMS = yaml.safe_load((Path(__file__).parents[3] / "params.yaml").read_text(encoding="utf-8"))["tagging"]
 
 
 def grammar(schema: dict) -> object:
