@@ -28,11 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pipelines.agents import Agent, ParseError
-
-try:  # the harness moves the generic parsers to pipelines.agents.parsing
-    from pipelines.agents.parsing import json_object
-except ImportError:  # pragma: no cover - before that merge
-    from pipelines.tagging.parsing import json_object
+from pipelines.agents.parsing import json_object
 
 Choice = Literal["A", "B", "equal"]
 EQUAL_WORDS = {"equal", "tie", "same", "draw", "相同", "持平", "一样", "平局", "相当"}
