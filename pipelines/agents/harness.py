@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pipelines.agents.outputs import GenerationOutputs
-from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
+from pipelines.agents.runner import Runner, RunReport, SampleOutcome, SampleTrace
 from pipelines.agents.shards import ShardConfig
 from pipelines.io import forget_temporary, temporary_sibling, write_json_atomic
 from pipelines.llm.accounting import Accounting, usage_delta, usage_scope, usage_snapshot
@@ -207,6 +207,187 @@ class JsonlStream:
         forget_temporary(self._tmp)
 
 
+@dataclass
+class ShardPlan(Generic[I]):
+    """The samples one run (or shard) runs: ``items`` at ``positions`` of the whole run's
+    ``total_items``, with the fixed predictions of those samples."""
+
+    items: list[I]
+    fixed: dict[str, list[Any]]
+    positions: list[int]
+    total_items: int
+
+
+def plan_samples(
+    items: Sequence[I],
+    fixed_predictions: dict[str, Sequence[Any]] | None,
+    *,
+    shard: ShardConfig | None,
+    shard_group: Callable[[I], Hashable] | None,
+    desc: str,
+) -> ShardPlan[I]:
+    """This shard's samples (all of them for no shard); EmptyEvaluation when there are none."""
+    if not items:
+        raise EmptyEvaluation(f"{desc}: no samples to run; check the data path, its filters and data.limit")
+    fixed = dict(fixed_predictions or {})
+    for name, values in fixed.items():
+        if len(values) != len(items):
+            raise ValueError(f"fixed predictions of {name!r}: {len(values)} values for {len(items)} samples")
+    total_items, shard = len(items), shard or ShardConfig()
+    positions = shard.positions(total_items, [shard_group(i) for i in items] if shard_group else None)
+    if not positions:
+        raise EmptyEvaluation(
+            f"{desc}: shard {shard.index}/{shard.count} has no samples ({total_items} in the run"
+            f"{', shared out by group' if shard_group else ''}); use a smaller shard count"
+        )
+    return ShardPlan(
+        [items[p] for p in positions],
+        {name: [values[p] for p in positions] for name, values in fixed.items()},
+        positions,
+        total_items,
+    )
+
+
+SystemOutcome = tuple[Any, str | None, list[dict[str, Any]]]
+"""One system on one sample: ``(result or None, error or None, trace rows)``."""
+
+
+async def run_one_system(system: System, item: Any, sample_id: str) -> SystemOutcome:
+    """``system`` on ``item`` in its usage scope; an exception is the sample's error, never raised
+    (one system failing on a sample never stops the others)."""
+    trace = SampleTrace(sample_id, system=system.name)
+    with usage_scope(system.name):
+        try:
+            return await system.worker(item, trace), None, trace.rows
+        except Exception as exc:
+            log.warning("%s: sample %s failed: %s", system.name, trace.sample_id, exc)
+            return None, f"{type(exc).__name__}: {exc}", trace.rows
+
+
+def count_trace_row(report: SystemReport, row: dict[str, Any]) -> bool:
+    """Add an LLM step's replies and unparseable ones to ``report`` (a ``shared`` row, reused from
+    another sample, is not counted again); True when the row is an LLM call that failed for good."""
+    if row.get("prompt") is not None and not row.get("shared"):
+        counts = report.agents[row["agent"]]
+        counts["replies"] += len(row.get("replies") or ([row["reply"]] if row.get("reply") is not None else []))
+        counts["unparseable"] += row.get("unparseable", 0)
+    if row.get("error_kind") == "llm":
+        report.note_error("llm", row["error"])
+        return True
+    return False
+
+
+class SampleWriter:
+    """Streams each finished sample's rows (prediction row, trace rows, exported rows) to the
+    temporary files of ``outputs`` and counts it in the per-system reports; :meth:`commit` renames
+    the files into place, :meth:`discard` removes them (and an earlier run's outputs)."""
+
+    def __init__(
+        self,
+        plan: ShardPlan,
+        systems: Sequence[System],
+        *,
+        outputs: GenerationOutputs,
+        prediction_row: Callable[[Any, dict[str, Any]], dict[str, Any]],
+        exports: dict[str, Callable[[Any, dict[str, Any]], Iterable[dict[str, Any]]]],
+        order: Sequence[str] | None,
+    ) -> None:
+        self.plan, self.systems, self.prediction_row, self.exports = plan, systems, prediction_row, exports
+        self.names = list(order or [*plan.fixed, *(s.name for s in systems)])
+        self.reports = {s.name: SystemReport(s.name) for s in systems}
+        self.generated, self.reports_dir = Path(outputs.generated_dir), Path(outputs.reports_dir)
+        files = ["predictions.jsonl", "traces.jsonl", *exports]
+        self.streams = {file: JsonlStream(self.generated / file) for file in files}
+        self.row_counts: dict[str, list[int]] = {}
+        self.failed_samples = 0
+
+    def on_done(self, outcome: SampleOutcome) -> None:
+        """Write ``outcome`` and record the rows it gave per file (a shard's manifest keeps them)."""
+        before = {file: stream.rows for file, stream in self.streams.items()}
+        self.write_sample(outcome)
+        for file, stream in self.streams.items():
+            self.row_counts.setdefault(file, []).append(stream.rows - before[file])
+
+    def write_sample(self, outcome: SampleOutcome) -> None:
+        item = self.plan.items[outcome.index]
+        results: dict[str, Any] = {}
+        sample_failed = outcome.result is None
+        for system, (result, error, rows) in zip(self.systems, outcome.result or [], strict=False):
+            sample_failed = self.record_system(system, result, error, rows) or sample_failed
+            results[system.name] = result
+        self.failed_samples += sample_failed
+        values = {name: self.plan.fixed[name][outcome.index] for name in self.plan.fixed}
+        values.update({name: self.reports[name].predictions[-1] for name in self.reports})
+        row = self.prediction_row(item, {n: values[n] for n in self.names if n in values})
+        self.streams["predictions.jsonl"].write(row)
+        for file, build in self.exports.items():
+            for row in build(item, results):
+                self.streams[file].write(row)
+
+    def record_system(self, system: System, result: Any, error: str | None, rows: list[dict[str, Any]]) -> bool:
+        """Write one system's trace rows and count its sample; True when the sample failed for it."""
+        report = self.reports[system.name]
+        report.samples += 1
+        failed = error is not None
+        if error is not None:
+            report.note_error(error.split(":", 1)[0], error)
+        for row in rows:
+            self.streams["traces.jsonl"].write(row)
+            failed = count_trace_row(report, row) or failed
+        report.failed_samples += failed
+        report.failed_subtasks += system.failed_subtasks(result)
+        report.predictions.append(system.prediction(result))
+        return failed
+
+    def discard(self) -> None:
+        for stream in self.streams.values():
+            stream.discard()
+        remove_earlier_outputs([s.path for s in self.streams.values()], self.reports_dir)
+
+    def commit(self) -> None:
+        for stream in self.streams.values():
+            stream.commit()
+
+
+async def run_samples(runner: Runner, writer: SampleWriter, sample_id: Callable[[Any], str]) -> RunReport:
+    """Every system of each sample concurrently under ``runner``, each finished sample to ``writer``;
+    a run that fails or is cancelled leaves no output (nor an earlier run's)."""
+
+    async def worker(item: Any, _trace: SampleTrace) -> list[SystemOutcome]:
+        return await asyncio.gather(*(run_one_system(s, item, sample_id(item)) for s in writer.systems))
+
+    try:
+        return await runner.run(writer.plan.items, worker, sample_id=sample_id, on_done=writer.on_done)
+    except BaseException:
+        writer.discard()
+        raise
+
+
+def check_budgets(
+    harness: HarnessReport, writer: SampleWriter, *, desc: str, max_failed_share: float, max_unparseable_share: float
+) -> None:
+    """FailureBudgetExceeded (UnparseableBudgetExceeded) when more samples failed (replies did not
+    parse) than the share allowed, naming the most common error and where the traces are."""
+    traces, failures = writer.generated / "traces.jsonl", writer.reports_dir / "failures.json"
+    if harness.failed_share > max_failed_share:
+        worst = max(harness.systems.values(), key=lambda r: r.failed_samples)
+        common = worst.failure_summary()["most_common"]
+        message = next(iter(common.values()), "no message")
+        raise FailureBudgetExceeded(
+            f"{desc}: {harness.failed_samples} of {harness.samples} samples failed "
+            f"({harness.failed_share:.0%} > max_failed_share {max_failed_share:.0%}); most common error: {message}; "
+            f"traces in {traces}, summary in {failures}"
+        )
+    counts = [c for report in harness.systems.values() for c in report.unparseable().values()]
+    replies, bad = sum(c["replies"] for c in counts), sum(c["unparseable"] for c in counts)
+    if replies and bad / replies > max_unparseable_share:
+        raise UnparseableBudgetExceeded(
+            f"{desc}: {bad} of {replies} replies unparseable ({bad / replies:.0%} > max_unparseable_share "
+            f"{max_unparseable_share:.0%}); a server that ignores response_format (docs/runtime.md) or a model "
+            f"too small for the prompts; traces in {traces}"
+        )
+
+
 async def run_systems(
     items: Sequence[I],
     systems: Sequence[System],
@@ -234,132 +415,39 @@ async def run_systems(
     gives rows for ``<generated_dir>/<file>`` from ``{system: result}``. ``shard`` runs only that
     shard's items (see :mod:`pipelines.agents.shards`; ``shard_group(item)`` keeps items of one
     group in one shard); ``outputs`` are then the shard's folders.
+
+    The steps: :func:`plan_samples` (this shard's samples), :func:`run_samples` (each finished
+    sample through a :class:`SampleWriter`), the files committed and the report with usage.json and
+    failures.json written, then :func:`check_budgets`.
     """
-    if not items:
-        raise EmptyEvaluation(f"{desc}: no samples to run; check the data path, its filters and data.limit")
-    fixed = dict(fixed_predictions or {})
-    for name, values in fixed.items():
-        if len(values) != len(items):
-            raise ValueError(f"fixed predictions of {name!r}: {len(values)} values for {len(items)} samples")
-    total_items, shard = len(items), shard or ShardConfig()
-    positions = shard.positions(total_items, [shard_group(i) for i in items] if shard_group else None)
-    if not positions:
-        raise EmptyEvaluation(
-            f"{desc}: shard {shard.index}/{shard.count} has no samples ({total_items} in the run"
-            f"{', shared out by group' if shard_group else ''}); use a smaller shard count"
-        )
-    items = [items[p] for p in positions]
-    fixed = {name: [values[p] for p in positions] for name, values in fixed.items()}
+    plan = plan_samples(items, fixed_predictions, shard=shard, shard_group=shard_group, desc=desc)
     usage_before = usage_snapshot(accounting)
-    row_counts: dict[str, list[int]] = {}
-    names = list(order or [*fixed, *(s.name for s in systems)])
-    reports = {s.name: SystemReport(s.name) for s in systems}
-    generated = Path(outputs.generated_dir)
-    streams = {"predictions.jsonl": JsonlStream(generated / "predictions.jsonl")}
-    streams["traces.jsonl"] = JsonlStream(generated / "traces.jsonl")
-    for file in exports or {}:
-        streams[file] = JsonlStream(generated / file)
-    failed_samples = 0
-
-    async def one_system(system: System, item: I) -> tuple[Any, str | None, list[dict[str, Any]]]:
-        trace = SampleTrace(sample_id(item), system=system.name)
-        with usage_scope(system.name):
-            try:
-                return await system.worker(item, trace), None, trace.rows
-            except Exception as exc:  # one system failing on a sample never stops the others
-                log.warning("%s: sample %s failed: %s", system.name, trace.sample_id, exc)
-                return None, f"{type(exc).__name__}: {exc}", trace.rows
-
-    async def worker(item: I, _trace: SampleTrace):
-        return await asyncio.gather(*(one_system(s, item) for s in systems))
-
-    def on_done(outcome: SampleOutcome) -> None:
-        before = {file: stream.rows for file, stream in streams.items()}
-        write_sample(outcome)
-        for file, stream in streams.items():
-            row_counts.setdefault(file, []).append(stream.rows - before[file])
-
-    def write_sample(outcome: SampleOutcome) -> None:
-        nonlocal failed_samples
-        item = items[outcome.index]
-        results: dict[str, Any] = {}
-        sample_failed = outcome.result is None
-        for system, (result, error, rows) in zip(systems, outcome.result or [], strict=False):
-            report = reports[system.name]
-            report.samples += 1
-            failed = error is not None
-            if error is not None:
-                report.note_error(error.split(":", 1)[0], error)
-            for row in rows:
-                streams["traces.jsonl"].write(row)
-                if row.get("prompt") is not None and not row.get("shared"):
-                    counts = report.agents[row["agent"]]
-                    counts["replies"] += len(
-                        row.get("replies") or ([row["reply"]] if row.get("reply") is not None else [])
-                    )
-                    counts["unparseable"] += row.get("unparseable", 0)
-                if row.get("error_kind") == "llm":
-                    failed = True
-                    report.note_error("llm", row["error"])
-            report.failed_samples += failed
-            sample_failed = sample_failed or failed
-            report.failed_subtasks += system.failed_subtasks(result)
-            report.predictions.append(system.prediction(result))
-            results[system.name] = result
-        failed_samples += sample_failed
-        values = {name: fixed[name][outcome.index] for name in fixed}
-        values.update({name: reports[name].predictions[-1] for name in reports})
-        streams["predictions.jsonl"].write(prediction_row(item, {n: values[n] for n in names if n in values}))
-        for file, build in (exports or {}).items():
-            for row in build(item, results):
-                streams[file].write(row)
-
-    runner = Runner(concurrency, desc=desc, progress=progress)
-    reports_dir = Path(outputs.reports_dir)
-    try:
-        run = await runner.run(items, worker, sample_id=sample_id, on_done=on_done)
-    except BaseException:
-        for stream in streams.values():
-            stream.discard()
-        remove_earlier_outputs([s.path for s in streams.values()], reports_dir)
-        raise
-    for stream in streams.values():
-        stream.commit()
-    for name, report in reports.items():
+    writer = SampleWriter(
+        plan, systems, outputs=outputs, prediction_row=prediction_row, exports=exports or {}, order=order
+    )
+    run = await run_samples(Runner(concurrency, desc=desc, progress=progress), writer, sample_id)
+    writer.commit()
+    for name, report in writer.reports.items():
         report.usage = accounting.scope_summary(name)
     harness = HarnessReport(
-        reports,
-        {f: s.rows for f, s in streams.items()},
+        writer.reports,
+        {f: s.rows for f, s in writer.streams.items()},
         run.samples,
-        failed_samples,
+        writer.failed_samples,
         run.wall_s,
         run.peak_concurrency,
-        total_items=total_items,
-        positions=positions,
-        row_counts=row_counts,
+        total_items=plan.total_items,
+        positions=plan.positions,
+        row_counts=writer.row_counts,
         usage_before=usage_before,
         usage_delta=usage_delta(usage_snapshot(accounting), usage_before),
     )
-    write_json_atomic(reports_dir / "usage.json", accounting.report())
-    write_json_atomic(reports_dir / "failures.json", harness.failure_summary())
+    write_json_atomic(writer.reports_dir / "usage.json", accounting.report())
+    write_json_atomic(writer.reports_dir / "failures.json", harness.failure_summary())
     log.info("%s", summary_line(harness, desc=desc, max_failed_share=max_failed_share))
-    if harness.failed_share > max_failed_share:
-        worst = max(reports.values(), key=lambda r: r.failed_samples)
-        common = worst.failure_summary()["most_common"]
-        message = next(iter(common.values()), "no message")
-        raise FailureBudgetExceeded(
-            f"{desc}: {harness.failed_samples} of {harness.samples} samples failed "
-            f"({harness.failed_share:.0%} > max_failed_share {max_failed_share:.0%}); most common error: {message}; "
-            f"traces in {generated / 'traces.jsonl'}, summary in {reports_dir / 'failures.json'}"
-        )
-    counts = [c for report in reports.values() for c in report.unparseable().values()]
-    replies, bad = sum(c["replies"] for c in counts), sum(c["unparseable"] for c in counts)
-    if replies and bad / replies > max_unparseable_share:
-        raise UnparseableBudgetExceeded(
-            f"{desc}: {bad} of {replies} replies unparseable ({bad / replies:.0%} > max_unparseable_share "
-            f"{max_unparseable_share:.0%}); a server that ignores response_format (docs/runtime.md) or a model "
-            f"too small for the prompts; traces in {generated / 'traces.jsonl'}"
-        )
+    check_budgets(
+        harness, writer, desc=desc, max_failed_share=max_failed_share, max_unparseable_share=max_unparseable_share
+    )
     return harness
 
 

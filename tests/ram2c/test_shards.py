@@ -17,10 +17,10 @@ from pipelines.agents.shortfalls import flag_shortfalls
 from pipelines.config import load_section
 from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.ram2c.config import Ram2cConfig
+from pipelines.ram2c.interface import TEAM
 from pipelines.ram2c.run import generate_ram2c
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
 from pipelines.stage import write_metrics
-from stages.generate_ram2c import shortfalls
 from stages.merge_shards import main as merge
 from tests.ram2c.scripted import DOCS, FakeRetriever, backend
 from tests.shard_checks import assert_same_outputs
@@ -65,7 +65,8 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
     one.mkdir(), sharded.mkdir()
     _, cfg, build, retrieval = write_params(one)
     metrics = run(one, cfg, build, retrieval)
-    metrics["shortfalls"] = flag_shortfalls("generate_ram2c", shortfalls(sections_of(cfg, build, retrieval), metrics))
+    found = TEAM.shortfalls(sections_of(cfg, build, retrieval), metrics)
+    metrics["shortfalls"] = flag_shortfalls("generate_ram2c", found)
     write_metrics(one / REPORTS / "metrics.json", metrics)  # what the stage writes for one run
     params, cfg, build, retrieval = write_params(sharded)
     for index in range(3):
