@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.agents.shards import ShardConfig
+from pipelines.agents.shards import ShardConfig, params_fingerprint
 from pipelines.agents.shortfalls import flag_shortfalls
 from pipelines.config import load_section
 from pipelines.llm.client import LLMRuntime, backend_key
@@ -122,3 +122,21 @@ def test_shards_with_other_topics_are_not_merged(tmp_path, monkeypatch, capsys):
 def test_bad_shard_config_is_rejected(bad):
     with pytest.raises(ValueError, match="shard|greater than or equal"):
         Ram2cConfig(llm={"default": {"kind": "scripted", "replies": "x.jsonl"}}, shard=bad)
+
+
+def test_ram2c_n_rewrites_is_in_the_configured_retrieval_and_its_fingerprint(tmp_path):
+    """The stage and the merge configure the sections once (RAM2C.configure): ``ram2c.n_rewrites``
+    over ``retrieval.n_rewrites``, so both fingerprint the retrieval the run queried with; a run
+    given the unconfigured retrieval section is refused, naming the fix."""
+    _, cfg, build, retrieval = write_params(tmp_path)
+    cfg = cfg.model_copy(update={"n_rewrites": 0})
+    loaded = sections_of(cfg, build, retrieval)
+    configured = TEAM.configure(loaded)
+    assert retrieval.n_rewrites == 2 and configured["retrieval"].n_rewrites == 0
+    assert configured["ram2c"] is cfg and configured["build_kb"] is build
+    assert TEAM.fingerprint(configured) == params_fingerprint(cfg, build, configured["retrieval"])
+    assert TEAM.fingerprint(configured) != TEAM.fingerprint(loaded)
+    unset = sections_of(cfg.model_copy(update={"n_rewrites": None}), build, retrieval)
+    assert TEAM.configure(unset)["retrieval"].n_rewrites == 2  # null: retrieval.n_rewrites
+    with pytest.raises(ValueError, match="ram2c.n_rewrites is 0 but the retrieval section passed has n_rewrites 2"):
+        generate_ram2c(cfg, build, retrieval, root=tmp_path)
