@@ -47,7 +47,7 @@ def shard_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def with_shard(team: Team, cfgs: Configs, shard: str | None) -> Configs:
+def with_shard(team: Team, cfgs: Configs, *, shard: str | None) -> Configs:
     """``cfgs`` with the team's own section's ``shard`` set from ``--shard INDEX/COUNT`` (when given)."""
     if shard is None:
         return cfgs
@@ -68,7 +68,7 @@ def run_generate_stage(team: Team, argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args, cfgs = load_team_sections(team, argv, stage=team.stage, add_arguments=shard_option)
-        cfgs = with_shard(team, cfgs, args.shard)
+        cfgs = with_shard(team, cfgs, shard=args.shard)
         cfg = team.own(cfgs)
         with stage_run(team.stage, cfg.model_dump()) as run:
             metrics = team.generate(cfgs)

@@ -245,10 +245,10 @@ class TopicPhase:
 
     plans: list
     written: list[Topic]
-    report: Any
+    report: HarnessReport
 
 
-async def _write_topics(cfg: Ram2cConfig, team: Ram2cTeam, runtime, passages, outputs) -> TopicPhase:
+async def _write_topics(cfg: Ram2cConfig, team: Ram2cTeam, *, runtime, passages, outputs) -> TopicPhase:
     """Plan ``dialogues * topics.oversample`` topics over the passages and write each through the
     harness (into ``topics/`` of both folders); EmptyEvaluation when none was written."""
     out, rep = Path(outputs.generated_dir), Path(outputs.reports_dir)
@@ -285,7 +285,7 @@ async def _write_topics(cfg: Ram2cConfig, team: Ram2cTeam, runtime, passages, ou
     return TopicPhase(plans, written, report)
 
 
-async def _plan_dialogues(cfg: Ram2cConfig, written: list[Topic], retriever, outputs) -> tuple[list, list[dict]]:
+async def _plan_dialogues(cfg: Ram2cConfig, written: list[Topic], *, retriever, outputs) -> tuple[list, list[dict]]:
     """``(dialogue plans, dropped topics)``: the written topics deduplicated and selected (the dropped
     ones into ``topics/dropped.jsonl``), each with a seeded student persona."""
     embed = lambda texts: unit_rows(retriever.embedder.encode_queries(texts).dense)  # noqa: E731
@@ -312,7 +312,7 @@ def _dialogue_exports() -> dict[str, Any]:
     }
 
 
-async def _run_dialogues(cfg: Ram2cConfig, team: Ram2cTeam, runtime, plans: list, outputs) -> HarnessReport:
+async def _run_dialogues(cfg: Ram2cConfig, team: Ram2cTeam, *, runtime, plans: list, outputs) -> HarnessReport:
     """Each planned dialogue through the T/P/E groups and the quality gates, on the harness (this
     shard's dialogues only)."""
 
@@ -348,9 +348,9 @@ async def _generate(
     """Topics, then dialogues, then the metrics (and, for a shard, its manifest)."""
     team = Ram2cTeam(cfg, runtime.for_role, retriever, reranker=reranker)
     outputs = cfg.shard.outputs(cfg.outputs, root)  # every shard writes every topic (see finish_ram2c)
-    topics = await _write_topics(cfg, team, runtime, passages, outputs)
-    dialogue_plans, dropped_topics = await _plan_dialogues(cfg, topics.written, retriever, outputs)
-    report = await _run_dialogues(cfg, team, runtime, dialogue_plans, outputs)
+    topics = await _write_topics(cfg, team, runtime=runtime, passages=passages, outputs=outputs)
+    dialogue_plans, dropped_topics = await _plan_dialogues(cfg, topics.written, retriever=retriever, outputs=outputs)
+    report = await _run_dialogues(cfg, team, runtime=runtime, plans=dialogue_plans, outputs=outputs)
     context = {
         "books": sorted({p.book for p in passages}),
         "passages": len(passages),

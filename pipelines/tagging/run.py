@@ -220,7 +220,7 @@ def read_pairs(cfg: TaggingConfig, root: Path, *, team_runs: bool) -> Pairs:
     return Pairs(examples, split, evaluation, generation_run)
 
 
-def shown_examples(cfg: TaggingConfig, root: Path, split: Split, demo_embed) -> Shown:
+def shown_examples(cfg: TaggingConfig, root: Path, *, split: Split, demo_embed) -> Shown:
     """The demonstrations and worked examples, from the generation split only."""
     chooser = {"strategy": cfg.demos.strategy, "seed": cfg.demos.seed, "embed": demo_embed}
     return Shown(
@@ -264,7 +264,7 @@ def sft_export(cfg: TaggingConfig, teacher: str):
     return sft
 
 
-def run_context(cfg: TaggingConfig, runtime: LLMRuntime, pairs: Pairs, details: dict[str, Any]) -> dict[str, Any]:
+def run_context(cfg: TaggingConfig, runtime: LLMRuntime, *, pairs: Pairs, details: dict[str, Any]) -> dict[str, Any]:
     """What finish_tagging needs that is not per sample (the same in every shard)."""
     record = pairs.split.record()
     return {
@@ -294,7 +294,7 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
     pairs = read_pairs(cfg, root, team_runs="team" in llm_systems)
     split = pairs.split
     embed, demo_embed = _embedders(cfg, root)
-    shown = shown_examples(cfg, root, split, demo_embed)
+    shown = shown_examples(cfg, root, split=split, demo_embed=demo_embed)
     log.info(
         "tagging: %d pairs read; split by %s: %d generation (%d run by the team for SFT), %d evaluation (%d evaluated)",
         len(pairs.examples),
@@ -326,7 +326,7 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         shard_group=lambda s: (s.example.definition, s.example.language),  # the team plans once per concept
         **cfg.harness_options(),
     )
-    context, counters = run_context(cfg, runtime, pairs, details), team_counters(systems)
+    context, counters = run_context(cfg, runtime, pairs=pairs, details=details), team_counters(systems)
     metrics = finish_tagging(cfg, outputs, report, context=roundtrip(context), counters=roundtrip(counters))
     write_manifest(
         cfg.shard,
