@@ -8,8 +8,10 @@ own finishing function (the one a run calls), all under the section's ``outputs`
 
     python -m stages.merge_shards --team tagging|kgc|ram2c [--params params.yaml] [--section NAME] [--count N]
 
-``--count`` is needed only when shard folders of several counts are present. Exit codes: 0 merged;
-1 a shard missing, incomplete, from other params or not covering the samples; 2 bad params.
+``--team`` takes any team of :mod:`pipelines.teams`; its sections are loaded and configured as its
+generate stage does, so the params fingerprint is the one every shard recorded. ``--count`` is
+needed only when shard folders of several counts are present. Exit codes: 0 merged; 1 a shard
+missing, incomplete, from other params or not covering the samples; 2 bad params.
 """
 
 from __future__ import annotations
@@ -18,53 +20,37 @@ import argparse
 import logging
 from pathlib import Path
 
+from pipelines import teams
+from pipelines.agents.generate_stage import load_team_sections
 from pipelines.agents.merge import merge_shard_outputs
-from pipelines.agents.shards import ShardConfig, params_fingerprint
+from pipelines.agents.shards import ShardConfig
 from pipelines.agents.shortfalls import flag_shortfalls
-from pipelines.kgc.config import KGCConfig
-from pipelines.kgc.run import finish_kgc
-from pipelines.ram2c.run import finish_ram2c, team_retrieval_config
-from pipelines.stage import run_stage, stage_setup_sections, write_metrics
-from pipelines.tagging.config import TaggingConfig
-from pipelines.tagging.run import finish_tagging
+from pipelines.stage import run_stage, write_metrics
 from pipelines.tracking import stage_run
-from stages import generate_kgc, generate_ram2c, generate_tagging
 
 log = logging.getLogger("edumas")
 
 
-def _teams() -> dict:
-    """team -> (params sections, finishing function, the stage's shortfalls)."""
-    return {
-        "tagging": ({"tagging": TaggingConfig}, finish_tagging, generate_tagging.shortfalls),
-        "kgc": ({"kgc": KGCConfig}, finish_kgc, generate_kgc.shortfalls),
-        "ram2c": (generate_ram2c.SECTIONS, finish_ram2c, generate_ram2c.shortfalls),
-    }
-
-
 def _run(argv: list[str] | None) -> int:
     team_parser = argparse.ArgumentParser(add_help=False)
-    team_parser.add_argument("--team", choices=["tagging", "kgc", "ram2c"])
+    team_parser.add_argument("--team", choices=teams.names())
     known, _ = team_parser.parse_known_args(argv)
-    sections, finish, shortfalls = _teams()[known.team or "tagging"]  # the full parser below requires --team
+    team = teams.get(known.team or teams.names()[0])  # the full parser below requires --team
 
     def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--team", choices=["tagging", "kgc", "ram2c"], required=True, help="whose shards")
+        parser.add_argument("--team", choices=teams.names(), required=True, help="whose shards")
         parser.add_argument("--count", type=int, default=None, help="shard count (default: the one found)")
 
-    args, cfgs = stage_setup_sections("merge_shards", sections, argv, add_arguments=options)
-    cfg = cfgs[next(iter(sections))]
+    args, cfgs = load_team_sections(team, argv, stage="merge_shards", add_arguments=options)
+    cfg = team.own(cfgs)
     outputs = ShardConfig().outputs(cfg.outputs)  # the folders one run writes
-    if args.team == "ram2c":  # generate_ram2c fingerprints the retrieval it ran: ram2c.n_rewrites over retrieval's
-        cfgs = {**cfgs, "retrieval": team_retrieval_config(cfgs["ram2c"], cfgs["retrieval"])}
-    fingerprint = params_fingerprint(*cfgs.values())
-    with stage_run(f"merge_shards_{args.team}", cfg.model_dump()) as run:
-        merged = merge_shard_outputs(outputs, fingerprint=fingerprint, count=args.count)
-        metrics = finish(cfg, outputs, merged.report, context=merged.context, counters=merged.counters)
-        metrics["shortfalls"] = flag_shortfalls(f"generate_{args.team}", shortfalls(cfgs, metrics))  # as one run
+    with stage_run(f"merge_shards_{team.name}", cfg.model_dump()) as run:
+        merged = merge_shard_outputs(outputs, fingerprint=team.fingerprint(cfgs), count=args.count)
+        metrics = team.finish(cfgs, outputs, merged.report, context=merged.context, counters=merged.counters)
+        metrics["shortfalls"] = flag_shortfalls(team.stage, team.shortfalls(cfgs, metrics))  # as one run
         write_metrics(Path(outputs.reports_dir) / "metrics.json", metrics, run)
     log.info(
-        "merged %d shards of %s: %d samples, %s", merged.count, args.team, merged.report.samples, merged.report.written
+        "merged %d shards of %s: %d samples, %s", merged.count, team.name, merged.report.samples, merged.report.written
     )
     return 0
 

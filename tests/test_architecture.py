@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipelines.reporting.*", "pipelines.stats.*", "pipelines.training.rows"),
     ("pipelines.retrieval.*",),
     ("pipelines.tagging.*", "pipelines.kgc.*", "pipelines.ram2c.*"),  # the teams
+    ("pipelines.teams",),  # the registry of teams (name -> team interface)
     ("pipelines.training.*",),
     ("pipelines.evaluation.*",),
     ("pipelines.profiles", "stages.*"),  # entry points

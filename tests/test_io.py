@@ -39,7 +39,7 @@ def test_atomic_writes_have_the_mode_of_a_plain_write(tmp_path) -> None:
     import os
     import stat
 
-    from pipelines.agents.harness import JsonlStream
+    from pipelines.agents.sample_writer import JsonlStream
     from pipelines.io import write_json_atomic
 
     old = os.umask(0o022)

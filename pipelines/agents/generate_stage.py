@@ -1,7 +1,12 @@
 """The body every ``generate_<team>`` stage shares (:func:`run_generate_stage`): the generic stage
-runner of :mod:`pipelines.stage` with a ``--shard`` option (:mod:`pipelines.agents.shards`) and the
-shortfall report (:mod:`pipelines.agents.shortfalls`). It lives with the agents, not in
-``pipelines.stage``, so that the stage runner stays below the layers it serves."""
+runner of :mod:`pipelines.stage` over a :class:`~pipelines.agents.team_interface.Team`, with a
+``--shard`` option (:mod:`pipelines.agents.shards`) and the shortfall report
+(:mod:`pipelines.agents.shortfalls`). It lives with the agents, not in ``pipelines.stage``, so that
+the stage runner stays below the layers it serves. A stage file is then::
+
+    def main(argv=None) -> int:
+        return run_generate_stage(TEAM, argv)
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,10 @@ import argparse
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
 
 from pipelines.agents.shards import ShardConfig
 from pipelines.agents.shortfalls import flag_shortfalls
+from pipelines.agents.team_interface import Configs, Team
 from pipelines.config import ConfigError
 from pipelines.stage import run_stage, stage_setup_sections, write_metrics
 from pipelines.tracking import stage_run
@@ -22,48 +25,56 @@ from pipelines.tracking import stage_run
 log = logging.getLogger(__name__)
 
 
-def run_generate_stage(
-    stage: str,
-    sections: dict[str, type[BaseModel]],
-    generate: Callable[[dict[str, Any]], dict[str, Any]],
-    summary: Callable[[dict[str, Any]], str],
-    argv: list[str] | None = None,
+def load_team_sections(
+    team: Team,
+    argv: list[str] | None,
     *,
-    shortfalls: Callable[[dict[str, Any], dict[str, Any]], list] | None = None,
-) -> int:
-    """The body every ``generate_<team>`` stage shares, through :func:`run_stage`: load ``sections``
-    (the first is the team's own, whose ``outputs.reports_dir`` receives ``metrics.json``; a shard's
-    folder there with ``--shard INDEX/COUNT``, which sets the section's ``shard``), open the
-    stage's W&B run, call ``generate(cfgs)`` for the metrics, write them, log ``summary(metrics)``.
-    ``shortfalls(cfgs, metrics)`` names what was requested and not produced
-    (:mod:`pipelines.agents.shortfalls`): each is a WARNING in the log and a row of
-    ``metrics["shortfalls"]``. Returns the exit code."""
+    stage: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> tuple[argparse.Namespace, Configs]:
+    """Parse the stage's arguments, load ``team.sections`` (``--section`` renames the first) and
+    give them to :meth:`Team.configure`: the configs every later step sees, final from here on."""
+    args, cfgs = stage_setup_sections(stage, team.sections, argv, add_arguments=add_arguments)
+    return args, team.configure(cfgs)
 
-    def shard_option(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--shard",
-            metavar="INDEX/COUNT",
-            help="run only shard INDEX of COUNT (0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT); "
-            "merge with python -m stages.merge_shards",
-        )
+
+def shard_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shard",
+        metavar="INDEX/COUNT",
+        help="run only shard INDEX of COUNT (0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT); "
+        "merge with python -m stages.merge_shards",
+    )
+
+
+def with_shard(team: Team, cfgs: Configs, *, shard: str | None) -> Configs:
+    """``cfgs`` with the team's own section's ``shard`` set from ``--shard INDEX/COUNT`` (when given)."""
+    if shard is None:
+        return cfgs
+    try:
+        parsed = ShardConfig.parse(shard)
+    except ValueError as exc:
+        raise ConfigError(f"--shard {shard}: {exc}") from None
+    return {**cfgs, team.own_section: team.own(cfgs).model_copy(update={"shard": parsed})}
+
+
+def run_generate_stage(team: Team, argv: list[str] | None = None) -> int:
+    """The stage ``team.stage``, through :func:`run_stage`: load and configure ``team.sections``
+    (a shard of the samples with ``--shard INDEX/COUNT``), open the stage's W&B run, call
+    ``team.generate(cfgs)`` for the metrics, add ``team.shortfalls`` (each a WARNING in the log and
+    a row of ``metrics["shortfalls"]``), write them to ``metrics.json`` in the own section's
+    ``outputs.reports_dir`` (the shard's folder there for a shard), log ``team.summary(metrics)``.
+    Returns the exit code."""
 
     def body() -> int:
-        args, cfgs = stage_setup_sections(stage, sections, argv, add_arguments=shard_option)
-        first = next(iter(sections))
-        if args.shard is not None:
-            try:
-                cfgs[first] = cfgs[first].model_copy(update={"shard": ShardConfig.parse(args.shard)})
-            except ValueError as exc:
-                raise ConfigError(f"--shard {args.shard}: {exc}") from None
-        cfg = cfgs[first]
-        with stage_run(stage, cfg.model_dump()) as run:
-            metrics = generate(cfgs)
-            if shortfalls is not None:
-                metrics["shortfalls"] = flag_shortfalls(stage, shortfalls(cfgs, metrics))
-            outputs = cfg.shard.outputs(cfg.outputs) if hasattr(cfg, "shard") else cfg.outputs
-            write_metrics(Path(outputs.reports_dir) / "metrics.json", metrics, run)
-        log.info("%s", summary(metrics))
+        args, cfgs = load_team_sections(team, argv, stage=team.stage, add_arguments=shard_option)
+        cfgs = with_shard(team, cfgs, shard=args.shard)
+        cfg = team.own(cfgs)
+        with stage_run(team.stage, cfg.model_dump()) as run:
+            metrics = team.generate(cfgs)
+            metrics["shortfalls"] = flag_shortfalls(team.stage, team.shortfalls(cfgs, metrics))
+            write_metrics(Path(cfg.shard.outputs(cfg.outputs).reports_dir) / "metrics.json", metrics, run)
+        log.info("%s", team.summary(metrics))
         return 0
 
     return run_stage(body, argv)
-

@@ -2,7 +2,8 @@
 
 :class:`GenerationConfig` has the keys each team repeated (``output_mode``, ``concurrency``,
 ``max_failed_share``, ``max_unparseable_share``, ``llm`` with the team's ``ROLES`` checked, ``outputs``, ``shard``,
-``progress``); a team config subclasses it, sets ``ROLES`` and names its output folders::
+``progress``); a team config subclasses it, sets ``ROLES`` and names its output folders
+(:meth:`GenerationConfig.harness_options` hands the harness its options from these keys)::
 
     class TaggingConfig(GenerationConfig):
         ROLES: ClassVar[tuple[str, ...]] = ("planner", "solver", ...)
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -66,6 +67,17 @@ class GenerationConfig(StrictModel):
     def _known_roles(cls, llm: LLMConfig) -> LLMConfig:
         llm.check_roles(cls.ROLES)
         return llm
+
+    def harness_options(self) -> dict[str, Any]:
+        """The options of :func:`pipelines.agents.harness.run_systems` this section sets, given once:
+        ``concurrency``, ``max_failed_share``, ``max_unparseable_share``, ``progress``
+        (``run_systems(..., **cfg.harness_options())``)."""
+        return {
+            "concurrency": self.concurrency,
+            "max_failed_share": self.max_failed_share,
+            "max_unparseable_share": self.max_unparseable_share,
+            "progress": self.progress,
+        }
 
 
 @asynccontextmanager

@@ -29,31 +29,42 @@ A run that fails or is cancelled before its end removes the outputs an earlier r
 folders (predictions, traces, exports, failures.json, usage.json), so no stale file sits beside the
 error. The harness never closes the runtime whose accounting it is given. ``shard=`` runs one
 shard's samples only and records what a merge needs (:mod:`pipelines.agents.shards`).
+
+Its parts: :mod:`pipelines.agents.harness_report` (:class:`System` and the reports) and
+:mod:`pipelines.agents.sample_writer` (the streamed files); here the steps of :func:`run_systems`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
 
+from pipelines.agents.harness_report import HarnessReport, System, SystemReport
 from pipelines.agents.outputs import GenerationOutputs
-from pipelines.agents.runner import Runner, SampleOutcome, SampleTrace
+from pipelines.agents.runner import Runner, RunReport, SampleTrace
+from pipelines.agents.sample_writer import JsonlStream, SampleWriter, ShardPlan
 from pipelines.agents.shards import ShardConfig
-from pipelines.io import forget_temporary, temporary_sibling, write_json_atomic
+from pipelines.io import write_json_atomic
 from pipelines.llm.accounting import Accounting, usage_delta, usage_scope, usage_snapshot
 from pipelines.stage import StageError
+
+__all__ = [  # what the teams and evaluation import from here
+    "EmptyEvaluation",
+    "FailureBudgetExceeded",
+    "GenerationOutputs",
+    "HarnessReport",
+    "JsonlStream",
+    "System",
+    "SystemReport",
+    "UnparseableBudgetExceeded",
+    "run_systems",
+]
 
 log = logging.getLogger(__name__)
 
 I = TypeVar("I")  # noqa: E741
-R = TypeVar("R")
 
 
 class FailureBudgetExceeded(StageError):
@@ -68,143 +79,89 @@ class EmptyEvaluation(StageError):
     """A run with no samples (the data, filters or limit leave none)."""
 
 
-def _no_failures(result: Any) -> int:
-    return 0
+def plan_samples(
+    items: Sequence[I],
+    fixed_predictions: dict[str, Sequence[Any]] | None,
+    *,
+    shard: ShardConfig | None,
+    shard_group: Callable[[I], Hashable] | None,
+    desc: str,
+) -> ShardPlan[I]:
+    """This shard's samples (all of them for no shard); EmptyEvaluation when there are none."""
+    if not items:
+        raise EmptyEvaluation(f"{desc}: no samples to run; check the data path, its filters and data.limit")
+    fixed = dict(fixed_predictions or {})
+    for name, values in fixed.items():
+        if len(values) != len(items):
+            raise ValueError(f"fixed predictions of {name!r}: {len(values)} values for {len(items)} samples")
+    total_items, shard = len(items), shard or ShardConfig()
+    positions = shard.positions(total_items, [shard_group(i) for i in items] if shard_group else None)
+    if not positions:
+        raise EmptyEvaluation(
+            f"{desc}: shard {shard.index}/{shard.count} has no samples ({total_items} in the run"
+            f"{', shared out by group' if shard_group else ''}); use a smaller shard count"
+        )
+    return ShardPlan(
+        [items[p] for p in positions],
+        {name: [values[p] for p in positions] for name, values in fixed.items()},
+        positions,
+        total_items,
+    )
 
 
-@dataclass
-class System(Generic[I, R]):
-    """One system run over every sample.
-
-    ``worker(item, trace) -> result`` (the team worker contract); ``prediction(result)`` is the small
-    value kept per sample and written in the prediction row (``result`` is None when the worker
-    raised); ``failed_subtasks(result)`` counts failed sub-tasks inside one result.
-    """
-
-    name: str
-    worker: Callable[[I, SampleTrace], Awaitable[R]]
-    prediction: Callable[[R | None], Any] = lambda result: result
-    failed_subtasks: Callable[[R | None], int] = _no_failures
+SystemOutcome = tuple[Any, str | None, list[dict[str, Any]]]
+"""One system on one sample: ``(result or None, error or None, trace rows)``."""
 
 
-@dataclass
-class SystemReport:
-    """Per-system counts: samples, failed samples, failed sub-tasks, replies and unparseable per agent,
-    errors by kind with their first message, the scope's usage, and the predictions in input order."""
-
-    name: str
-    predictions: list[Any] = field(default_factory=list)
-    samples: int = 0
-    failed_samples: int = 0
-    failed_subtasks: int = 0
-    agents: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(Counter))
-    errors: Counter = field(default_factory=Counter)
-    messages: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    usage: dict[str, Any] = field(default_factory=dict)
-
-    def note_error(self, kind: str, message: str) -> None:
-        self.errors[kind] += 1
-        self.messages[kind][message[:300]] += 1
-
-    def unparseable(self) -> dict[str, dict[str, int]]:
-        """``{agent: {"replies": n, "unparseable": k}}`` over every LLM step of this system."""
-        return {a: {"replies": c["replies"], "unparseable": c["unparseable"]} for a, c in sorted(self.agents.items())}
-
-    def state(self) -> dict[str, Any]:
-        """The counters as JSON (a shard's manifest; :meth:`from_states` adds shards' up)."""
-        return {
-            "samples": self.samples,
-            "failed_samples": self.failed_samples,
-            "failed_subtasks": self.failed_subtasks,
-            "agents": {a: dict(c) for a, c in self.agents.items()},
-            "errors": dict(self.errors),
-            "messages": {k: dict(c) for k, c in self.messages.items()},
-        }
-
-    @classmethod
-    def from_states(cls, name: str, states: Sequence[dict[str, Any]]) -> SystemReport:
-        """One report with the counters of ``states`` (shards of one run) added up."""
-        report = cls(name)
-        for state in states:
-            report.samples += state["samples"]
-            report.failed_samples += state["failed_samples"]
-            report.failed_subtasks += state["failed_subtasks"]
-            for agent, counts in state["agents"].items():
-                report.agents[agent].update(counts)
-            report.errors.update(state["errors"])
-            for kind, messages in state["messages"].items():
-                report.messages[kind].update(messages)
-        return report
-
-    def failure_summary(self) -> dict[str, Any]:
-        return {
-            "samples": self.samples,
-            "failed_samples": self.failed_samples,
-            "failed_subtasks": self.failed_subtasks,
-            "errors": dict(self.errors.most_common()),
-            "most_common": {k: self.messages[k].most_common(1)[0][0] for k in self.errors},
-        }
+async def run_one_system(system: System, item: Any, *, sample_id: str) -> SystemOutcome:
+    """``system`` on ``item`` in its usage scope; an exception is the sample's error, never raised
+    (one system failing on a sample never stops the others)."""
+    trace = SampleTrace(sample_id, system=system.name)
+    with usage_scope(system.name):
+        try:
+            return await system.worker(item, trace), None, trace.rows
+        except Exception as exc:
+            log.warning("%s: sample %s failed: %s", system.name, trace.sample_id, exc)
+            return None, f"{type(exc).__name__}: {exc}", trace.rows
 
 
-@dataclass
-class HarnessReport:
-    """What :func:`run_systems` returns: per-system reports, rows written per file, run counts;
-    for a shard's manifest also the samples' positions in the whole run (of ``total_items``), the
-    rows each sample gave per file, and the raw usage before and during the run."""
+async def run_samples(runner: Runner, writer: SampleWriter, *, sample_id: Callable[[Any], str]) -> RunReport:
+    """Every system of each sample concurrently under ``runner``, each finished sample to ``writer``;
+    a run that fails or is cancelled leaves no output (nor an earlier run's)."""
 
-    systems: dict[str, SystemReport]
-    written: dict[str, int]
-    samples: int
-    failed_samples: int
-    wall_s: float
-    peak_concurrency: int
-    total_items: int = 0
-    positions: list[int] = field(default_factory=list)
-    row_counts: dict[str, list[int]] = field(default_factory=dict)
-    usage_before: dict[str, Any] = field(default_factory=dict)
-    usage_delta: dict[str, Any] = field(default_factory=dict)
+    async def worker(item: Any, _trace: SampleTrace) -> list[SystemOutcome]:
+        return await asyncio.gather(*(run_one_system(s, item, sample_id=sample_id(item)) for s in writer.systems))
 
-    @property
-    def failed_share(self) -> float:
-        return self.failed_samples / self.samples if self.samples else 0.0
-
-    def failure_summary(self) -> dict[str, Any]:
-        """Counts by error and the most common message, per system (what failures.json holds)."""
-        return {
-            "samples": self.samples,
-            "failed_samples": self.failed_samples,
-            "failed_share": round(self.failed_share, 4),
-            "systems": {name: s.failure_summary() for name, s in self.systems.items()},
-        }
+    try:
+        return await runner.run(writer.plan.items, worker, sample_id=sample_id, on_done=writer.on_done)
+    except BaseException:
+        writer.discard()
+        raise
 
 
-class JsonlStream:
-    """Rows appended to a temporary sibling of ``path``; ``commit()`` renames it into place. Opening it
-    removes the temporaries a SIGKILLed run of the stage left beside ``path``."""
-
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
-        fd, self._tmp = temporary_sibling(self.path)  # a killed run's leftovers removed, a plain file's mode
-        self._handle = os.fdopen(fd, "w", encoding="utf-8")
-        self.rows = 0
-
-    def write(self, row: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        self.rows += 1
-
-    def commit(self) -> None:
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
-        os.replace(self._tmp, self.path)
-        forget_temporary(self._tmp)
-
-    def discard(self) -> None:
-        if not self._handle.closed:
-            self._handle.close()
-        if os.path.exists(self._tmp):
-            os.unlink(self._tmp)
-        forget_temporary(self._tmp)
+def check_budgets(
+    harness: HarnessReport, writer: SampleWriter, *, desc: str, max_failed_share: float, max_unparseable_share: float
+) -> None:
+    """FailureBudgetExceeded (UnparseableBudgetExceeded) when more samples failed (replies did not
+    parse) than the share allowed, naming the most common error and where the traces are."""
+    traces, failures = writer.generated / "traces.jsonl", writer.reports_dir / "failures.json"
+    if harness.failed_share > max_failed_share:
+        worst = max(harness.systems.values(), key=lambda r: r.failed_samples)
+        common = worst.failure_summary()["most_common"]
+        message = next(iter(common.values()), "no message")
+        raise FailureBudgetExceeded(
+            f"{desc}: {harness.failed_samples} of {harness.samples} samples failed "
+            f"({harness.failed_share:.0%} > max_failed_share {max_failed_share:.0%}); most common error: {message}; "
+            f"traces in {traces}, summary in {failures}"
+        )
+    counts = [c for report in harness.systems.values() for c in report.unparseable().values()]
+    replies, bad = sum(c["replies"] for c in counts), sum(c["unparseable"] for c in counts)
+    if replies and bad / replies > max_unparseable_share:
+        raise UnparseableBudgetExceeded(
+            f"{desc}: {bad} of {replies} replies unparseable ({bad / replies:.0%} > max_unparseable_share "
+            f"{max_unparseable_share:.0%}); a server that ignores response_format (docs/runtime.md) or a model "
+            f"too small for the prompts; traces in {traces}"
+        )
 
 
 async def run_systems(
@@ -234,144 +191,40 @@ async def run_systems(
     gives rows for ``<generated_dir>/<file>`` from ``{system: result}``. ``shard`` runs only that
     shard's items (see :mod:`pipelines.agents.shards`; ``shard_group(item)`` keeps items of one
     group in one shard); ``outputs`` are then the shard's folders.
+
+    The steps: :func:`plan_samples` (this shard's samples), :func:`run_samples` (each finished
+    sample through a :class:`SampleWriter`), the files committed and the report with usage.json and
+    failures.json written, then :func:`check_budgets`.
     """
-    if not items:
-        raise EmptyEvaluation(f"{desc}: no samples to run; check the data path, its filters and data.limit")
-    fixed = dict(fixed_predictions or {})
-    for name, values in fixed.items():
-        if len(values) != len(items):
-            raise ValueError(f"fixed predictions of {name!r}: {len(values)} values for {len(items)} samples")
-    total_items, shard = len(items), shard or ShardConfig()
-    positions = shard.positions(total_items, [shard_group(i) for i in items] if shard_group else None)
-    if not positions:
-        raise EmptyEvaluation(
-            f"{desc}: shard {shard.index}/{shard.count} has no samples ({total_items} in the run"
-            f"{', shared out by group' if shard_group else ''}); use a smaller shard count"
-        )
-    items = [items[p] for p in positions]
-    fixed = {name: [values[p] for p in positions] for name, values in fixed.items()}
+    plan = plan_samples(items, fixed_predictions, shard=shard, shard_group=shard_group, desc=desc)
     usage_before = usage_snapshot(accounting)
-    row_counts: dict[str, list[int]] = {}
-    names = list(order or [*fixed, *(s.name for s in systems)])
-    reports = {s.name: SystemReport(s.name) for s in systems}
-    generated = Path(outputs.generated_dir)
-    streams = {"predictions.jsonl": JsonlStream(generated / "predictions.jsonl")}
-    streams["traces.jsonl"] = JsonlStream(generated / "traces.jsonl")
-    for file in exports or {}:
-        streams[file] = JsonlStream(generated / file)
-    failed_samples = 0
-
-    async def one_system(system: System, item: I) -> tuple[Any, str | None, list[dict[str, Any]]]:
-        trace = SampleTrace(sample_id(item), system=system.name)
-        with usage_scope(system.name):
-            try:
-                return await system.worker(item, trace), None, trace.rows
-            except Exception as exc:  # one system failing on a sample never stops the others
-                log.warning("%s: sample %s failed: %s", system.name, trace.sample_id, exc)
-                return None, f"{type(exc).__name__}: {exc}", trace.rows
-
-    async def worker(item: I, _trace: SampleTrace):
-        return await asyncio.gather(*(one_system(s, item) for s in systems))
-
-    def on_done(outcome: SampleOutcome) -> None:
-        before = {file: stream.rows for file, stream in streams.items()}
-        write_sample(outcome)
-        for file, stream in streams.items():
-            row_counts.setdefault(file, []).append(stream.rows - before[file])
-
-    def write_sample(outcome: SampleOutcome) -> None:
-        nonlocal failed_samples
-        item = items[outcome.index]
-        results: dict[str, Any] = {}
-        sample_failed = outcome.result is None
-        for system, (result, error, rows) in zip(systems, outcome.result or [], strict=False):
-            report = reports[system.name]
-            report.samples += 1
-            failed = error is not None
-            if error is not None:
-                report.note_error(error.split(":", 1)[0], error)
-            for row in rows:
-                streams["traces.jsonl"].write(row)
-                if row.get("prompt") is not None and not row.get("shared"):
-                    counts = report.agents[row["agent"]]
-                    counts["replies"] += len(
-                        row.get("replies") or ([row["reply"]] if row.get("reply") is not None else [])
-                    )
-                    counts["unparseable"] += row.get("unparseable", 0)
-                if row.get("error_kind") == "llm":
-                    failed = True
-                    report.note_error("llm", row["error"])
-            report.failed_samples += failed
-            sample_failed = sample_failed or failed
-            report.failed_subtasks += system.failed_subtasks(result)
-            report.predictions.append(system.prediction(result))
-            results[system.name] = result
-        failed_samples += sample_failed
-        values = {name: fixed[name][outcome.index] for name in fixed}
-        values.update({name: reports[name].predictions[-1] for name in reports})
-        streams["predictions.jsonl"].write(prediction_row(item, {n: values[n] for n in names if n in values}))
-        for file, build in (exports or {}).items():
-            for row in build(item, results):
-                streams[file].write(row)
-
-    runner = Runner(concurrency, desc=desc, progress=progress)
-    reports_dir = Path(outputs.reports_dir)
-    try:
-        run = await runner.run(items, worker, sample_id=sample_id, on_done=on_done)
-    except BaseException:
-        for stream in streams.values():
-            stream.discard()
-        remove_earlier_outputs([s.path for s in streams.values()], reports_dir)
-        raise
-    for stream in streams.values():
-        stream.commit()
-    for name, report in reports.items():
+    writer = SampleWriter(
+        plan, systems, outputs=outputs, prediction_row=prediction_row, exports=exports or {}, order=order
+    )
+    run = await run_samples(Runner(concurrency, desc=desc, progress=progress), writer, sample_id=sample_id)
+    writer.commit()
+    for name, report in writer.reports.items():
         report.usage = accounting.scope_summary(name)
     harness = HarnessReport(
-        reports,
-        {f: s.rows for f, s in streams.items()},
+        writer.reports,
+        {f: s.rows for f, s in writer.streams.items()},
         run.samples,
-        failed_samples,
+        writer.failed_samples,
         run.wall_s,
         run.peak_concurrency,
-        total_items=total_items,
-        positions=positions,
-        row_counts=row_counts,
+        total_items=plan.total_items,
+        positions=plan.positions,
+        row_counts=writer.row_counts,
         usage_before=usage_before,
         usage_delta=usage_delta(usage_snapshot(accounting), usage_before),
     )
-    write_json_atomic(reports_dir / "usage.json", accounting.report())
-    write_json_atomic(reports_dir / "failures.json", harness.failure_summary())
+    write_json_atomic(writer.reports_dir / "usage.json", accounting.report())
+    write_json_atomic(writer.reports_dir / "failures.json", harness.failure_summary())
     log.info("%s", summary_line(harness, desc=desc, max_failed_share=max_failed_share))
-    if harness.failed_share > max_failed_share:
-        worst = max(reports.values(), key=lambda r: r.failed_samples)
-        common = worst.failure_summary()["most_common"]
-        message = next(iter(common.values()), "no message")
-        raise FailureBudgetExceeded(
-            f"{desc}: {harness.failed_samples} of {harness.samples} samples failed "
-            f"({harness.failed_share:.0%} > max_failed_share {max_failed_share:.0%}); most common error: {message}; "
-            f"traces in {generated / 'traces.jsonl'}, summary in {reports_dir / 'failures.json'}"
-        )
-    counts = [c for report in reports.values() for c in report.unparseable().values()]
-    replies, bad = sum(c["replies"] for c in counts), sum(c["unparseable"] for c in counts)
-    if replies and bad / replies > max_unparseable_share:
-        raise UnparseableBudgetExceeded(
-            f"{desc}: {bad} of {replies} replies unparseable ({bad / replies:.0%} > max_unparseable_share "
-            f"{max_unparseable_share:.0%}); a server that ignores response_format (docs/runtime.md) or a model "
-            f"too small for the prompts; traces in {generated / 'traces.jsonl'}"
-        )
+    check_budgets(
+        harness, writer, desc=desc, max_failed_share=max_failed_share, max_unparseable_share=max_unparseable_share
+    )
     return harness
-
-
-def remove_earlier_outputs(files: Iterable[Path], reports_dir: Path) -> None:
-    """Remove ``files`` and the reports an earlier run left (a failed run leaves no stale file)."""
-    for path in [*files, reports_dir / "failures.json", reports_dir / "usage.json"]:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("could not remove %s from an earlier run: %s", path, exc)
 
 
 def summary_line(report: HarnessReport, *, desc: str, max_failed_share: float) -> str:

@@ -200,38 +200,47 @@ async def generate_kgc_async(
         return await _generate(cfg, Path(root), runtime, exclude_ids=frozenset(exclude_ids))
 
 
-async def _generate(
-    cfg: KGCConfig, root: Path, runtime: LLMRuntime, *, exclude_ids: frozenset[str] = frozenset()
-) -> dict[str, Any]:
-    evaluated, pools, schemas, data = read_data(cfg, root, exclude_ids=exclude_ids)
-    await runtime.preflight(schema=cfg.output_mode == "json")
-    selector = make_selector(cfg, pools, evaluated, root)
-    systems = build_systems(cfg, runtime, schemas, selector, {s.language for s in evaluated})
-    outputs = cfg.shard.outputs(cfg.outputs, root)
-    sft_system = f"cooperkgc@{cfg.shots[0]}shot"
-    teacher = runtime.spec_for("ner_expert").model
+def prediction_row(s: Sentence, preds: dict[str, Any]) -> dict[str, Any]:
+    """The predictions.jsonl row of a sentence: its gold and every system's items."""
+    return {
+        "id": s.id,
+        "dataset": s.dataset,
+        "task": s.task,
+        "language": s.language,
+        "text": s.text,
+        "matching": s.matching,
+        "gold": to_jsonable(s.gold()),
+        "predictions": to_jsonable(preds),
+    }
 
-    def prediction_row(s: Sentence, preds: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "id": s.id,
-            "dataset": s.dataset,
-            "task": s.task,
-            "language": s.language,
-            "text": s.text,
-            "matching": s.matching,
-            "gold": to_jsonable(s.gold()),
-            "predictions": to_jsonable(preds),
-        }
+
+def sft_export(cfg: KGCConfig, teacher: str):
+    """The ``sft.jsonl`` exporter: CooperKGC's final answer at the first ``shots`` entry, when it
+    qualifies (``kgc.sft``; the team worker scored it)."""
+    sft_system = f"cooperkgc@{cfg.shots[0]}shot"
 
     def sft(s: Sentence, results: dict[str, Any]) -> list[dict[str, Any]]:
         result = results.get(sft_system)
         if result is None:
             return []
-        row = sft_row_for(  # the team worker scored the final answer
+        row = sft_row_for(
             s, result, min_f1=cfg.sft.min_f1, keep=cfg.sft.keep, f1=result.final_f1, mode=cfg.output_mode, model=teacher
         )
         return [row] if row is not None else []
 
+    return sft
+
+
+async def _generate(
+    cfg: KGCConfig, root: Path, runtime: LLMRuntime, *, exclude_ids: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Read and sample the sentences, build the systems, run them on the harness, then the metrics
+    (and, for a shard, its manifest)."""
+    evaluated, pools, schemas, data = read_data(cfg, root, exclude_ids=exclude_ids)
+    await runtime.preflight(schema=cfg.output_mode == "json")
+    selector = make_selector(cfg, pools, evaluated, root)
+    systems = build_systems(cfg, runtime, schemas, selector, {s.language for s in evaluated})
+    outputs = cfg.shard.outputs(cfg.outputs, root)
     report = await run_systems(
         evaluated,
         systems,
@@ -239,13 +248,10 @@ async def _generate(
         outputs=outputs,
         sample_id=lambda s: s.id,
         prediction_row=prediction_row,
-        exports={"sft.jsonl": sft},
-        concurrency=cfg.concurrency,
-        max_failed_share=cfg.max_failed_share,
-        max_unparseable_share=cfg.max_unparseable_share,
-        progress=cfg.progress,
+        exports={"sft.jsonl": sft_export(cfg, runtime.spec_for("ner_expert").model)},
         desc="kgc",
         shard=cfg.shard,
+        **cfg.harness_options(),
     )
     context = {"data": data}
     metrics = finish_kgc(cfg, outputs, report, context=roundtrip(context), counters={})

@@ -25,7 +25,14 @@ import numpy as np
 
 from pipelines.agents import SampleTrace, to_jsonable
 from pipelines.agents.generation import run_runtime
-from pipelines.agents.harness import EmptyEvaluation, GenerationOutputs, System, SystemReport, run_systems
+from pipelines.agents.harness import (
+    EmptyEvaluation,
+    GenerationOutputs,
+    HarnessReport,
+    System,
+    SystemReport,
+    run_systems,
+)
 from pipelines.agents.shards import params_fingerprint, roundtrip, write_manifest
 from pipelines.io import read_jsonl, write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
@@ -199,14 +206,16 @@ async def generate_ram2c_async(
     retriever=None,
     reranker=None,
 ) -> dict[str, Any]:
-    """Run the stage; a runtime passed in is used and left open, one made here is closed."""
+    """Run the stage on the final sections (``retrieval_cfg`` as :func:`team_retrieval_config` gives
+    it, which :meth:`pipelines.ram2c.interface.RAM2C.configure` does at set-up); a runtime passed in
+    is used and left open, one made here is closed."""
     root = Path(root)
     check_retrieval_groups(cfg, retrieval_cfg)
+    if retriever is None:
+        check_rewrites_configured(cfg, retrieval_cfg)
     passages = [p for s in cfg.sources if s.language == cfg.language for p in load_passages(s, root)]
     async with run_runtime(cfg.llm, runtime) as runtime:
         await runtime.preflight(schema=cfg.output_mode == "json")
-        if retriever is None:  # the fingerprint records the rewrites used
-            retrieval_cfg = team_retrieval_config(cfg, retrieval_cfg)
         retriever, reranker = open_team_retrieval(
             cfg,
             build_cfg,
@@ -220,19 +229,29 @@ async def generate_ram2c_async(
         return await _generate(cfg, root, runtime, retriever, reranker, passages, fingerprint=fingerprint)
 
 
-async def _generate(
-    cfg: Ram2cConfig, root: Path, runtime, retriever, reranker, passages, *, fingerprint: str
-) -> dict[str, Any]:
-    team = Ram2cTeam(cfg, runtime.for_role, retriever, reranker=reranker)
-    outputs = cfg.shard.outputs(cfg.outputs, root)  # every shard writes every topic (see finish_ram2c)
+def check_rewrites_configured(cfg: Ram2cConfig, retrieval_cfg: RetrievalConfig) -> None:
+    """ValueError naming the fix when ``retrieval_cfg`` is not the configured one (``ram2c.n_rewrites`` set
+    and not in it): the run would query with other rewrites than the params say."""
+    if cfg.n_rewrites is not None and retrieval_cfg.n_rewrites != cfg.n_rewrites:
+        raise ValueError(
+            f"ram2c.n_rewrites is {cfg.n_rewrites} but the retrieval section passed has n_rewrites "
+            f"{retrieval_cfg.n_rewrites}; pass team_retrieval_config(ram2c, retrieval) (RAM2C.configure does)"
+        )
+
+
+@dataclass
+class TopicPhase:
+    """The topic phase's result: the topics planned, those written, and the harness report."""
+
+    plans: list
+    written: list[Topic]
+    report: HarnessReport
+
+
+async def _write_topics(cfg: Ram2cConfig, team: Ram2cTeam, *, runtime, passages, outputs) -> TopicPhase:
+    """Plan ``dialogues * topics.oversample`` topics over the passages and write each through the
+    harness (into ``topics/`` of both folders); EmptyEvaluation when none was written."""
     out, rep = Path(outputs.generated_dir), Path(outputs.reports_dir)
-    common = {
-        "accounting": runtime.accounting,
-        "concurrency": cfg.concurrency,
-        "max_failed_share": cfg.max_failed_share,
-        "max_unparseable_share": cfg.max_unparseable_share,
-        "progress": cfg.progress,
-    }
     avoid = theme_names(cfg.topics.excluded_themes, cfg.language)
     plans = topic_plans(passages, cfg.topics, math.ceil(cfg.dialogues * cfg.topics.oversample))
 
@@ -248,28 +267,54 @@ async def _generate(
             "question": v["topic_writer"],
         }
 
-    topics_report = await run_systems(
+    report = await run_systems(
         plans,
         [System("topic_writer", topic_worker, prediction=lambda t: t.question if t else None)],
+        accounting=runtime.accounting,
         outputs=GenerationOutputs(generated_dir=str(out / "topics"), reports_dir=str(rep / "topics")),
         sample_id=lambda p: f"topic-{p.index}",
         prediction_row=topic_row,
         desc="ram2c topics",
-        **(common | {"max_unparseable_share": 1.0}),  # no topic written at all is reported below, naming the cause
+        # no topic written at all is reported below, naming the cause
+        **(cfg.harness_options() | {"max_unparseable_share": 1.0}),
     )
-    questions = topics_report.systems["topic_writer"].predictions
+    questions = report.systems["topic_writer"].predictions
     written = [Topic(p, q) for p, q in zip(plans, questions, strict=True) if q]
     if plans and not written:
-        raise EmptyEvaluation(no_topics_message(topics_report.systems["topic_writer"], rep / "topics"))
+        raise EmptyEvaluation(no_topics_message(report.systems["topic_writer"], rep / "topics"))
+    return TopicPhase(plans, written, report)
+
+
+async def _plan_dialogues(cfg: Ram2cConfig, written: list[Topic], *, retriever, outputs) -> tuple[list, list[dict]]:
+    """``(dialogue plans, dropped topics)``: the written topics deduplicated and selected (the dropped
+    ones into ``topics/dropped.jsonl``), each with a seeded student persona."""
     embed = lambda texts: unit_rows(retriever.embedder.encode_queries(texts).dense)  # noqa: E731
     topics, dropped_topics = await asyncio.to_thread(
         select_topics, written, embed, cfg.topics, cfg.dialogues, language=cfg.language
     )
-    write_jsonl_atomic(out / "topics" / "dropped.jsonl", dropped_topics)
+    write_jsonl_atomic(Path(outputs.generated_dir) / "topics" / "dropped.jsonl", dropped_topics)
     personas = make_personas(len(topics), cfg.language, seed=cfg.students.seed)
-    dialogue_plans = [
-        DialoguePlan(f"d{i}", t, p, cfg.language) for i, (t, p) in enumerate(zip(topics, personas, strict=True))
-    ]
+    plans = [DialoguePlan(f"d{i}", t, p, cfg.language) for i, (t, p) in enumerate(zip(topics, personas, strict=True))]
+    return plans, dropped_topics
+
+
+def _dialogue_exports() -> dict[str, Any]:
+    """The export files of the dialogue phase, from each dialogue's gated outcome."""
+
+    def first(results: dict) -> DialogueOutcome | None:
+        return results["ram2c"]
+
+    return {
+        "dpo.jsonl": lambda plan, r: dpo_rows(first(r).kept) if first(r) else [],
+        "sft.jsonl": lambda plan, r: sft_rows(first(r).kept) if first(r) else [],
+        "dialogues.jsonl": lambda plan, r: [to_jsonable(first(r).dialogue)] if first(r) else [],
+        "dropped.jsonl": lambda plan, r: first(r).dropped if first(r) else [],
+    }
+
+
+async def _run_dialogues(cfg: Ram2cConfig, team: Ram2cTeam, *, runtime, plans: list, outputs) -> HarnessReport:
+    """Each planned dialogue through the T/P/E groups and the quality gates, on the harness (this
+    shard's dialogues only)."""
 
     async def worker(plan: DialoguePlan, trace: SampleTrace) -> DialogueOutcome:
         dialogue = await team.dialogue(plan, trace)
@@ -278,18 +323,10 @@ async def _generate(
         trace.add_result("gates", "quality", result=gate, ok=True, step="gates")
         return DialogueOutcome(dialogue, kept, dropped)
 
-    def first(results: dict) -> DialogueOutcome | None:
-        return results["ram2c"]
-
-    exports = {
-        "dpo.jsonl": lambda plan, r: dpo_rows(first(r).kept) if first(r) else [],
-        "sft.jsonl": lambda plan, r: sft_rows(first(r).kept) if first(r) else [],
-        "dialogues.jsonl": lambda plan, r: [to_jsonable(first(r).dialogue)] if first(r) else [],
-        "dropped.jsonl": lambda plan, r: first(r).dropped if first(r) else [],
-    }
-    report = await run_systems(
-        dialogue_plans,
+    return await run_systems(
+        plans,
         [System("ram2c", worker, prediction=summary, failed_subtasks=lambda o: o.dialogue.failures if o else 1)],
+        accounting=runtime.accounting,
         outputs=outputs,
         sample_id=lambda d: d.id,
         prediction_row=lambda d, v: {
@@ -298,20 +335,31 @@ async def _generate(
             "student": d.persona.id,
             **(v["ram2c"] or {}),
         },
-        exports=exports,
+        exports=_dialogue_exports(),
         desc="ram2c dialogues",
         shard=cfg.shard,
-        **common,
+        **cfg.harness_options(),
     )
+
+
+async def _generate(
+    cfg: Ram2cConfig, root: Path, runtime, retriever, reranker, passages, *, fingerprint: str
+) -> dict[str, Any]:
+    """Topics, then dialogues, then the metrics (and, for a shard, its manifest)."""
+    team = Ram2cTeam(cfg, runtime.for_role, retriever, reranker=reranker)
+    outputs = cfg.shard.outputs(cfg.outputs, root)  # every shard writes every topic (see finish_ram2c)
+    topics = await _write_topics(cfg, team, runtime=runtime, passages=passages, outputs=outputs)
+    dialogue_plans, dropped_topics = await _plan_dialogues(cfg, topics.written, retriever=retriever, outputs=outputs)
+    report = await _run_dialogues(cfg, team, runtime=runtime, plans=dialogue_plans, outputs=outputs)
     context = {
         "books": sorted({p.book for p in passages}),
         "passages": len(passages),
-        "topics_planned": len(plans),
-        "topics_written": len(written),
+        "topics_planned": len(topics.plans),
+        "topics_written": len(topics.written),
         "topics_dropped": dict(Counter(d["reason"].split(":")[0] for d in dropped_topics)),
         "dialogues": len(dialogue_plans),
     }
-    counters = {"topics_wall_s": topics_report.wall_s, "dialogues_wall_s": report.wall_s}
+    counters = {"topics_wall_s": topics.report.wall_s, "dialogues_wall_s": report.wall_s}
     metrics = finish_ram2c(cfg, outputs, report, context=roundtrip(context), counters=counters)
     shared = [f"{base}topics/{name}" for base in ("=generated:", "generated:") for name in TOPIC_FILES[base]]
     write_manifest(

@@ -39,7 +39,7 @@ from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.data import TaggingExample, limit_examples, read_examples
 from pipelines.tagging.results import finish_tagging
 from pipelines.tagging.sft import sft_row_for
-from pipelines.tagging.split import Demonstrations, build_demonstrations, split_examples
+from pipelines.tagging.split import Demonstrations, Split, build_demonstrations, split_examples
 from pipelines.tagging.team import TaggingTeam, TeamVerdict, cap_to_schema
 
 __all__ = ["finish_tagging", "generate_tagging", "generate_tagging_async"]
@@ -195,53 +195,58 @@ def _embedders(cfg: TaggingConfig, root: Path):
     return baseline, demos
 
 
-async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
-    llm_systems = [s for s in cfg.systems if s in LLM_SYSTEMS]
-    if llm_systems:
-        await runtime.preflight(schema=cfg.output_mode == "json")
+@dataclass
+class Pairs:
+    """The pairs a run reads and which of them it runs: the evaluated ones and the generation-split
+    ones the team runs for SFT rows."""
+
+    examples: list[TaggingExample]
+    split: Split
+    evaluation: list[TaggingExample]
+    generation_run: list[TaggingExample]
+
+    def samples(self) -> list[Sample]:
+        return [Sample(e, "evaluation") for e in self.evaluation] + [
+            Sample(e, "generation") for e in self.generation_run
+        ]
+
+
+def read_pairs(cfg: TaggingConfig, root: Path, *, team_runs: bool) -> Pairs:
+    """Read the pairs, split them, and draw the evaluated and (when the team runs) generation samples."""
     examples = read_examples(cfg.data, root)
     split = split_examples(examples, cfg.split)
     evaluation = limit_examples(split.evaluation, cfg.data.limit, cfg.data.seed)
-    generation_run = (
-        limit_examples(split.generation, cfg.split.generation_limit, cfg.split.seed) if "team" in llm_systems else []
-    )
-    embed, demo_embed = _embedders(cfg, root)
+    generation_run = limit_examples(split.generation, cfg.split.generation_limit, cfg.split.seed) if team_runs else []
+    return Pairs(examples, split, evaluation, generation_run)
+
+
+def shown_examples(cfg: TaggingConfig, root: Path, *, split: Split, demo_embed) -> Shown:
+    """The demonstrations and worked examples, from the generation split only."""
     chooser = {"strategy": cfg.demos.strategy, "seed": cfg.demos.seed, "embed": demo_embed}
-    shown = Shown(
+    return Shown(
         build_demonstrations(split.generation, cfg.demos, root=root, embed=demo_embed, held_out=split.evaluation),
         PlannerExamples(k=cfg.demos.k, **chooser),
         SemanticExamples(**chooser),
     )
-    log.info(
-        "tagging: %d pairs read; split by %s: %d generation (%d run by the team for SFT), %d evaluation (%d evaluated)",
-        len(examples),
-        cfg.split.by,
-        len(split.generation),
-        len(generation_run),
-        len(split.evaluation),
-        len(evaluation),
-    )
-    outputs = cfg.shard.outputs(cfg.outputs, root)
-    write_json_atomic(Path(outputs.generated_dir) / "split.json", split.record())
-    fixed, details = baseline_predictions(cfg, root, embed, evaluation, split)
-    samples = [Sample(e, "evaluation") for e in evaluation] + [Sample(e, "generation") for e in generation_run]
-    padded = {name: list(values) + [None] * len(generation_run) for name, values in fixed.items()}
-    makers = {"team": team_system, "single_llm": single_llm_system}
-    systems = [makers[name](runtime, cfg, shown, size) for size in sizes(cfg) for name in llm_systems]
-    teacher = runtime.spec_for("semantic_judge").model if "team" in llm_systems else ""
 
-    def prediction_row(sample: Sample, preds: dict[str, Any]) -> dict[str, Any]:
-        e = sample.example
-        if sample.split != "evaluation":
-            preds = {name: value for name, value in preds.items() if name == "team"}
-        return {
-            "id": e.id,
-            "knowledge_id": e.knowledge_id,
-            "language": e.language,
-            "label": e.label,
-            "split": sample.split,
-            "predictions": preds,
-        }
+
+def prediction_row(sample: Sample, preds: dict[str, Any]) -> dict[str, Any]:
+    """The predictions.jsonl row of a pair (a generation-split row carries the team's verdict only)."""
+    e = sample.example
+    if sample.split != "evaluation":
+        preds = {name: value for name, value in preds.items() if name == "team"}
+    return {
+        "id": e.id,
+        "knowledge_id": e.knowledge_id,
+        "language": e.language,
+        "label": e.label,
+        "split": sample.split,
+        "predictions": preds,
+    }
+
+
+def sft_export(cfg: TaggingConfig, teacher: str):
+    """The ``sft.jsonl`` exporter: the team's qualifying verdicts on the generation split."""
 
     def sft(sample: Sample, results: dict[str, Any]) -> list[dict[str, Any]]:
         if sample.split != "generation":
@@ -256,37 +261,72 @@ async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict
         )
         return [row] if row is not None else []
 
+    return sft
+
+
+def run_context(cfg: TaggingConfig, runtime: LLMRuntime, *, pairs: Pairs, details: dict[str, Any]) -> dict[str, Any]:
+    """What finish_tagging needs that is not per sample (the same in every shard)."""
+    record = pairs.split.record()
+    return {
+        "n_pairs": len(pairs.examples),
+        "split": {k: v for k, v in record.items() if k != "ids"},
+        "n_demonstration_pool": len(pairs.split.generation),
+        "details": details,
+        "backbones": backbones(cfg, runtime),
+    }
+
+
+def team_counters(systems: list[System]) -> dict[str, Any]:
+    """Per team system: its plan truncation and numerical counters (they add up over shards)."""
+    return {
+        s.name: {"plan_truncation": s.team.truncation(), "numerical": s.team.numerical()}
+        for s in systems
+        if hasattr(s, "team")
+    }
+
+
+async def _generate(cfg: TaggingConfig, root: Path, runtime: LLMRuntime) -> dict[str, Any]:
+    """Read and split the pairs, train the non-LLM baselines, run the LLM systems on the harness,
+    then the metrics (and, for a shard, its manifest)."""
+    llm_systems = [s for s in cfg.systems if s in LLM_SYSTEMS]
+    if llm_systems:
+        await runtime.preflight(schema=cfg.output_mode == "json")
+    pairs = read_pairs(cfg, root, team_runs="team" in llm_systems)
+    split = pairs.split
+    embed, demo_embed = _embedders(cfg, root)
+    shown = shown_examples(cfg, root, split=split, demo_embed=demo_embed)
+    log.info(
+        "tagging: %d pairs read; split by %s: %d generation (%d run by the team for SFT), %d evaluation (%d evaluated)",
+        len(pairs.examples),
+        cfg.split.by,
+        len(split.generation),
+        len(pairs.generation_run),
+        len(split.evaluation),
+        len(pairs.evaluation),
+    )
+    outputs = cfg.shard.outputs(cfg.outputs, root)
+    write_json_atomic(Path(outputs.generated_dir) / "split.json", split.record())
+    fixed, details = baseline_predictions(cfg, root, embed, pairs.evaluation, split)
+    padded = {name: list(values) + [None] * len(pairs.generation_run) for name, values in fixed.items()}
+    makers = {"team": team_system, "single_llm": single_llm_system}
+    systems = [makers[name](runtime, cfg, shown, size) for size in sizes(cfg) for name in llm_systems]
+    teacher = runtime.spec_for("semantic_judge").model if "team" in llm_systems else ""
     report = await run_systems(
-        samples,
+        pairs.samples(),
         systems,
         accounting=runtime.accounting,
         outputs=outputs,
         sample_id=lambda s: s.id,
         prediction_row=prediction_row,
-        exports={"sft.jsonl": sft},
+        exports={"sft.jsonl": sft_export(cfg, teacher)},
         fixed_predictions=padded,
         order=system_names(cfg),
-        concurrency=cfg.concurrency,
-        max_failed_share=cfg.max_failed_share,
-        max_unparseable_share=cfg.max_unparseable_share,
-        progress=cfg.progress,
         desc="tagging",
         shard=cfg.shard,
         shard_group=lambda s: (s.example.definition, s.example.language),  # the team plans once per concept
+        **cfg.harness_options(),
     )
-    record = split.record()
-    context = {
-        "n_pairs": len(examples),
-        "split": {k: v for k, v in record.items() if k != "ids"},
-        "n_demonstration_pool": len(split.generation),
-        "details": details,
-        "backbones": backbones(cfg, runtime),
-    }
-    counters = {
-        s.name: {"plan_truncation": s.team.truncation(), "numerical": s.team.numerical()}
-        for s in systems
-        if hasattr(s, "team")
-    }
+    context, counters = run_context(cfg, runtime, pairs=pairs, details=details), team_counters(systems)
     metrics = finish_tagging(cfg, outputs, report, context=roundtrip(context), counters=roundtrip(counters))
     write_manifest(
         cfg.shard,

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.agents.shards import ShardConfig
+from pipelines.agents.shards import ShardConfig, params_fingerprint
 from pipelines.agents.shortfalls import flag_shortfalls
 from pipelines.config import load_section
 from pipelines.llm.client import LLMRuntime, backend_key
 from pipelines.ram2c.config import Ram2cConfig
+from pipelines.ram2c.interface import TEAM
 from pipelines.ram2c.run import generate_ram2c
 from pipelines.retrieval.config import BuildKBConfig, RetrievalConfig
 from pipelines.stage import write_metrics
-from stages.generate_ram2c import shortfalls
 from stages.merge_shards import main as merge
 from tests.ram2c.scripted import DOCS, FakeRetriever, backend
 from tests.shard_checks import assert_same_outputs
@@ -65,7 +65,8 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
     one.mkdir(), sharded.mkdir()
     _, cfg, build, retrieval = write_params(one)
     metrics = run(one, cfg, build, retrieval)
-    metrics["shortfalls"] = flag_shortfalls("generate_ram2c", shortfalls(sections_of(cfg, build, retrieval), metrics))
+    found = TEAM.shortfalls(sections_of(cfg, build, retrieval), metrics)
+    metrics["shortfalls"] = flag_shortfalls("generate_ram2c", found)
     write_metrics(one / REPORTS / "metrics.json", metrics)  # what the stage writes for one run
     params, cfg, build, retrieval = write_params(sharded)
     for index in range(3):
@@ -121,3 +122,21 @@ def test_shards_with_other_topics_are_not_merged(tmp_path, monkeypatch, capsys):
 def test_bad_shard_config_is_rejected(bad):
     with pytest.raises(ValueError, match="shard|greater than or equal"):
         Ram2cConfig(llm={"default": {"kind": "scripted", "replies": "x.jsonl"}}, shard=bad)
+
+
+def test_ram2c_n_rewrites_is_in_the_configured_retrieval_and_its_fingerprint(tmp_path):
+    """The stage and the merge configure the sections once (RAM2C.configure): ``ram2c.n_rewrites``
+    over ``retrieval.n_rewrites``, so both fingerprint the retrieval the run queried with; a run
+    given the unconfigured retrieval section is refused, naming the fix."""
+    _, cfg, build, retrieval = write_params(tmp_path)
+    cfg = cfg.model_copy(update={"n_rewrites": 0})
+    loaded = sections_of(cfg, build, retrieval)
+    configured = TEAM.configure(loaded)
+    assert retrieval.n_rewrites == 2 and configured["retrieval"].n_rewrites == 0
+    assert configured["ram2c"] is cfg and configured["build_kb"] is build
+    assert TEAM.fingerprint(configured) == params_fingerprint(cfg, build, configured["retrieval"])
+    assert TEAM.fingerprint(configured) != TEAM.fingerprint(loaded)
+    unset = sections_of(cfg.model_copy(update={"n_rewrites": None}), build, retrieval)
+    assert TEAM.configure(unset)["retrieval"].n_rewrites == 2  # null: retrieval.n_rewrites
+    with pytest.raises(ValueError, match="ram2c.n_rewrites is 0 but the retrieval section passed has n_rewrites 2"):
+        generate_ram2c(cfg, build, retrieval, root=tmp_path)

@@ -243,7 +243,7 @@ def test_missing_input_and_empty_evaluation_are_one_line_errors(tmp_path, monkey
 
 
 def test_summary_line_names_coverage_and_the_failure_outcome():
-    from stages.generate_tagging import summary_line
+    from pipelines.tagging.interface import TEAM
 
     overall = {"accuracy": 0.5, "f1": 0.25, "coverage": 0.75}
     metrics = {
@@ -254,7 +254,7 @@ def test_summary_line_names_coverage_and_the_failure_outcome():
         "sft_rows": 1,
         "n_generation_run": 2,
     }
-    assert summary_line(metrics) == (
+    assert TEAM.summary(metrics) == (
         "4 pairs evaluated (json mode, failures count as wrong); team: acc 0.500 F1 0.250 coverage 0.75; "
         "1 SFT rows from 2 generation pairs"
     )

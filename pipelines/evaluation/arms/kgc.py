@@ -1,6 +1,7 @@
 """The SFT adapter as the CooperKGC experts, against the base model, on sentences that gave no SFT row.
 
-Both arms are :func:`pipelines.kgc.run.generate_kgc_async` with the ``kgc`` section overridden:
+Both arms are the KGC team's :meth:`~pipelines.agents.team_interface.Team.generate_async` (the
+team interface, :mod:`pipelines.teams`) with the ``kgc`` section overridden:
 CooperKGC alone at 0 shots, ``items`` sentences per dataset drawn with ``seed`` (null: each
 dataset's own sample size and seed, so with no SFT row excluded the base arm repeats the generation
 stage's requests) from the sentences whose id is not in ``data/generated/kgc/sft.jsonl``; outputs
@@ -23,9 +24,9 @@ from pipelines.evaluation.arms.tuned import (
 from pipelines.io import read_jsonl
 from pipelines.kgc.config import KGCConfig, OutputsConfig
 from pipelines.kgc.report import items_from_json
-from pipelines.kgc.run import generate_kgc_async
 from pipelines.kgc.scoring import Counts, score
 from pipelines.stats.bootstrap import delta_row
+from pipelines.teams import KGC
 from pipelines.training.trained_rows import sft_sentence_ids
 
 SYSTEM = "cooperkgc@0shot"
@@ -80,7 +81,8 @@ async def evaluate_kgc(kgc: KGCConfig, ev: EvaluateConfig, *, root: Path) -> dic
     tuned_llm = tuned_llm_config(kgc.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
     arms: dict[str, dict[str, Any]] = {}
     for arm, llm in (("base", kgc.llm), ("tuned", tuned_llm)):
-        metrics = await generate_kgc_async(arm_config(kgc, ev, llm=llm, folder=out / arm), root, exclude_ids=trained)
+        cfgs = {"kgc": arm_config(kgc, ev, llm=llm, folder=out / arm)}
+        metrics = await KGC.generate_async(cfgs, root=root, exclude_ids=trained)
         counts = sentence_counts(out / arm)
         check_held_out(counts, trained, system="kgc", where="SFT rows of generate_kgc")
         arms[arm] = {"metrics": metrics, "counts": counts}

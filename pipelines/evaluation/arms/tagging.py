@@ -1,10 +1,10 @@
 """The SFT adapter as the tagging team's agents, against the base model, on held-out pairs.
 
-Both arms are :func:`pipelines.tagging.run.generate_tagging_async` with the ``tagging`` section
-overridden: the team alone on one backbone (no ``tagging.sizes``), ``items`` pairs of the
-evaluation split (the generation stage's seeded sample when ``items`` equals
-``tagging.data.limit``, so the base arm's requests are cache hits),
-no generation-split run, outputs under ``<traces_dir>/tagging/{base,tuned}``; the tuned arm has
+Both arms are the tagging team's :meth:`~pipelines.agents.team_interface.Team.generate_async` (the
+team interface, :mod:`pipelines.teams`) with the ``tagging`` section overridden: the team alone on
+one backbone (no ``tagging.sizes``), ``items`` pairs of the evaluation split (the generation
+stage's seeded sample when ``items`` equals ``tagging.data.limit``, so the base arm's requests are
+cache hits), no generation-split run, outputs under ``<traces_dir>/tagging/{base,tuned}``; the tuned arm has
 the evaluate roles on ``base + adapter``. The evaluated ids are checked against the generation
 stage's ``split.json`` (evaluation split) and its SFT rows.
 """
@@ -27,7 +27,7 @@ from pipelines.stage import StageError
 from pipelines.stats.bootstrap import delta_row
 from pipelines.tagging.config import OutputsConfig, TaggingConfig
 from pipelines.tagging.metrics import scored_metrics
-from pipelines.tagging.run import generate_tagging_async
+from pipelines.teams import TAGGING
 from pipelines.training.trained_rows import trained_rows
 
 METRICS = ("accuracy", "precision", "recall", "f1", "coverage")
@@ -86,7 +86,8 @@ async def evaluate_tagging(tagging: TaggingConfig, ev: EvaluateConfig, *, root: 
     tuned_llm = tuned_llm_config(tagging.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
     arms: dict[str, dict[str, Any]] = {}
     for arm, llm in (("base", tagging.llm), ("tuned", tuned_llm)):
-        metrics = await generate_tagging_async(arm_config(tagging, ev, llm=llm, folder=out / arm), root)
+        cfgs = {"tagging": arm_config(tagging, ev, llm=llm, folder=out / arm)}
+        metrics = await TAGGING.generate_async(cfgs, root=root)
         items = team_items(out / arm)
         check_held_out(items, trained, system="tagging", where="generation split or SFT rows of generate_tagging")
         outside = sorted(set(items) - evaluation_ids)

@@ -10,8 +10,8 @@ import yaml
 from pipelines.config import load_section
 from pipelines.evaluation.report.stage_shortfalls import build_kb_shortfalls, make_datasets_shortfalls
 from pipelines.kgc.config import KGCConfig
+from pipelines.kgc.interface import TEAM
 from pipelines.kgc.run import sft_f1_zero
-from stages.generate_kgc import shortfalls
 from tests.evaluation.recorded import metrics
 from tests.evaluation.report.test_report_stage import PROJECT, _project, _run
 
@@ -64,6 +64,6 @@ def test_kgc_sft_rows_requested_vs_produced_and_f1_zero(tmp_path):
     assert sft_f1_zero(sft) == 2 and sft_f1_zero(tmp_path / "none.jsonl") == 0
     recorded = metrics("generate_kgc")
     recorded.update(n_evaluated=5, sft_rows=3, sft_f1_zero=1)
-    lines = _lines(shortfalls({"kgc": load_section("kgc", KGCConfig, PROJECT / "params.yaml")}, recorded))
+    lines = _lines(TEAM.shortfalls({"kgc": load_section("kgc", KGCConfig, PROJECT / "params.yaml")}, recorded))
     assert "3 of 5 sentences giving an SFT row (no qualifying final answer (kgc.sft.keep answer, min_f1 0.0))" in lines
     assert "2 of 3 SFT rows whose answer scores F1 > 0 (1 scored sentence F1 0 (kgc.sft.min_f1 0.0))" in lines
