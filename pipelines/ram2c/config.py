@@ -223,7 +223,7 @@ class Ram2cConfig(GenerationConfig):
         ge=0,
         le=8,
         description="rewrites of (topic, answer), one call per turn shared by the groups (None: retrieval.n_rewrites; "
-        "used when the stage opens the retriever)",
+        "set over retrieval.n_rewrites when the stage loads its params, so the shard fingerprint records it)",
     )
     outputs: OutputsConfig = Field(OutputsConfig(), description="output folders (dvc.yaml lists the files in them)")
 
