@@ -81,7 +81,9 @@ class EEExpert(ExpertRole):
         """``[Event: [Role, ...], ...]``."""
         return "[" + ", ".join(f"{e}: [{', '.join(roles)}]" for e, roles in schema.events.items()) + "]"
 
-    def item_schema(self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds):
+    def item_schema(
+        self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds
+    ) -> dict[str, Any]:
         """One ``anyOf`` branch per event type of ``schema``, each with its own roles (none: any label)."""
 
         def event(event_type: dict[str, Any], roles: list[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ replies of backends without constrained decoding); the backend is sent the bound
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -51,10 +52,10 @@ def choice(names: list[str], fallback: dict[str, Any]) -> dict[str, Any]:
     return {"enum": names} if names else fallback
 
 
-class ExpertRole:
-    """One extraction task's role. A role module sets the class attributes and the item hooks
-    (``item_schema``, ``from_model``, ``item_json``, ``item_text``, ``fit``, ``spans``,
-    ``tuple_item``, ``types_text``); the reading and writing around them is shared here."""
+class ExpertRole(ABC):
+    """One extraction task's role. A role module sets the class attributes and the abstract item
+    hooks (and ``table_item``, ``records`` or ``from_table`` where its replies need them); the
+    reading and writing around them is shared here."""
 
     task: ClassVar[str]
     template: ClassVar[str]
@@ -72,43 +73,47 @@ class ExpertRole:
 
     # ------------------------------------------------------------ hooks of a role
 
+    @abstractmethod
     def types_text(self, schema: Schema) -> str:
         """The constrained type list as the paper writes it for this task."""
-        raise NotImplementedError
 
-    def item_schema(self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds):
+    @abstractmethod
+    def item_schema(
+        self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds
+    ) -> dict[str, Any]:
         """The JSON schema of one answer item (``span``: a span field's schema, ``label``: a free type's)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def from_model(self, answer: BaseModel) -> Extraction:
         """A validated answer model as the typed extraction."""
-        raise NotImplementedError
 
+    @abstractmethod
     def item_json(self, item: Any) -> dict[str, Any]:
-        raise NotImplementedError
+        """The item as json mode writes it in the answer's list."""
 
+    @abstractmethod
     def item_text(self, item: Any) -> str:
-        raise NotImplementedError
+        """The item in the paper's text format (one tuple or record)."""
 
+    @abstractmethod
     def fit(self, item: Any, schema: Schema) -> tuple[Any | None, int]:
         """``(item, roles dropped)``: the item as ``schema`` admits it, or None outside it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def spans(self, item: Any) -> list[str]:
         """The spans of the sentence an item holds."""
-        raise NotImplementedError
 
     def item_type(self, item: Any) -> str:
         """The schema type an item is of (an entity type, a relation, an event type)."""
         return item.type
 
+    @abstractmethod
     def tuple_item(self, parts: list[str], schema: Schema | None) -> Any | None:
         """An item from a tuple's fields, or None when they do not make one."""
-        raise NotImplementedError
 
     def table_item(self, cells: list[str], schema: Schema | None) -> Any | None:
-        """An item from a table row's cells, or None."""
-        raise NotImplementedError
+        """An item from a table row's cells, or None (by default no row makes one)."""
+        return None
 
     def records(self, answer: str, reason: str) -> Extraction | None:
         """Items in a task's own record format (EE's ``{Trigger Type: ...}``), else None."""

@@ -35,7 +35,9 @@ class NERExpert(ExpertRole):
         """``[PER, LOC]``."""
         return "[" + ", ".join(schema.types()) + "]"
 
-    def item_schema(self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds):
+    def item_schema(
+        self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds
+    ) -> dict[str, Any]:
         return json_object({"type": choice(types, label), "text": span})
 
     def from_model(self, answer: BaseModel) -> Extraction:

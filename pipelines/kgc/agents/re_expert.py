@@ -37,7 +37,9 @@ class REExpert(ExpertRole):
         """``[rel: [Head, Tail], ...]``."""
         return "[" + ", ".join(f"{r}: [{h}, {t}]" for r, (h, t) in schema.relations.items()) + "]"
 
-    def item_schema(self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds):
+    def item_schema(
+        self, schema: Schema | None, types: list[str], *, span: dict, label: dict, bounds: AnswerBounds
+    ) -> dict[str, Any]:
         return json_object({"head": span, "relation": choice(types, label), "tail": span})
 
     def from_model(self, answer: BaseModel) -> Extraction:

@@ -7,6 +7,7 @@ import pytest
 
 from pipelines.agents import ParseError
 from pipelines.kgc.agents.experts import DISPLAY, EXPERTS, expert_role
+from pipelines.kgc.config import ROLES
 
 
 def test_no_answer_is_empty_not_an_error():
@@ -28,6 +29,7 @@ def test_each_task_has_its_role_template_and_display_names():
         "re": "re_expert",
         "ee": "ee_expert",
     }
+    assert ROLES[:3] == tuple(role.template for role in EXPERTS.values())  # each expert's LLM role in kgc.llm
     assert DISPLAY["en"] == {"ner": "NER expert agent", "re": "RE expert agent", "ee": "EE expert agent"}
     assert DISPLAY["zh"]["re"] == "关系抽取专家智能体"
     with pytest.raises(ValueError, match="unknown task 'rel'; use ner, re or ee"):
