@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from pipelines.kgc.agents.experts import expert_role
 from pipelines.kgc.demo_cache import DemoVectorCache
-from pipelines.kgc.parsing import answer_text
 from pipelines.kgc.schema import Sentence
 
 Embed = Callable[[list[str]], np.ndarray]
@@ -77,4 +77,5 @@ def demonstration_vars(
     being the gold items in the output mode's format (the paper's tuples, or JSON)."""
     if m <= 0 or selector is None:
         return []
-    return [{"text": d.text, "answer": answer_text(task, d.gold(), mode=mode)} for d in selector.nearest(pool, text, m)]
+    role = expert_role(task)
+    return [{"text": d.text, "answer": role.answer_text(d.gold(), mode=mode)} for d in selector.nearest(pool, text, m)]

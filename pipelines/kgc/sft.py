@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.kgc.parsing import answer_text
+from pipelines.kgc.agents.experts import expert_role
 from pipelines.kgc.schema import Event, Sentence
 from pipelines.kgc.scoring import item_keys, norm
 from pipelines.kgc.team import TeamResult
@@ -60,7 +60,7 @@ def sft_row_for(
     items = correct_items(sentence.task, gold, answer) if keep == "correct" else list(answer)
     if not items and (gold or answer):
         return None
-    target = answer_text(sentence.task, items, mode=mode, reason="" if mode == "json" else None)
+    target = expert_role(sentence.task).answer_text(items, mode=mode, reason="" if mode == "json" else None)
     messages = [*first.prompt, {"role": "assistant", "content": target}]
     meta = {
         "task": sentence.task,

@@ -33,10 +33,9 @@ from pydantic import Field
 
 from pipelines.agents import SampleTrace
 from pipelines.config import ConfigError, StrictModel
-from pipelines.kgc.agents.experts import DISPLAY, expert_vars, make_expert
-from pipelines.kgc.answers import DEFAULT_BOUNDS, AnswerBounds, bounds_for
+from pipelines.kgc.agents.answer_bounds import DEFAULT_BOUNDS, AnswerBounds, bounds_for
+from pipelines.kgc.agents.experts import DISPLAY, expert_role, expert_vars, make_expert
 from pipelines.kgc.demos import DemoSelector, demonstration_vars
-from pipelines.kgc.parsing import answer_text, schema_filter, ungrounded
 from pipelines.kgc.schema import Schema, Sentence, Task
 
 
@@ -250,10 +249,11 @@ class CooperKGC:
         )
         out.prompt = record.prompt
         if record.ok:
-            out.items, out.dropped = schema_filter(expert.task, record.parsed.items, expert.schema)
+            role = expert_role(expert.task)
+            out.items, out.dropped = role.schema_filter(record.parsed.items, expert.schema)
             out.malformed, out.reason = record.parsed.malformed, record.parsed.reason
-            out.ungrounded = ungrounded(expert.task, out.items, sentence.text)
-            out.replica = answer_text(expert.task, out.items, mode=self.mode)
+            out.ungrounded = role.ungrounded(out.items, sentence.text)
+            out.replica = role.answer_text(out.items, mode=self.mode)
         trace.add(
             record,
             round=round,

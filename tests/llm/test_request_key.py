@@ -10,7 +10,8 @@ import hashlib
 import json
 import random
 
-from pipelines.kgc.answers import answer_schema, candidate_spans
+from pipelines.kgc.agents.answer_bounds import candidate_spans
+from pipelines.kgc.agents.experts import expert_role
 from pipelines.kgc.schema import load_schema
 from pipelines.llm.cache import RequestCache, request_key
 from pipelines.llm.client import LLM, _busy
@@ -36,8 +37,10 @@ def test_keys_equal_the_earlier_releases_keys():
     schemas = [
         None,
         ArgsOutput.model_json_schema(),
-        answer_schema("ee", load_schema("ace05")),
-        answer_schema("ner", load_schema("conllpp"), spans=candidate_spans(sentence, language="en", max_chars=20)),
+        expert_role("ee").answer_schema(load_schema("ace05")),
+        expert_role("ner").answer_schema(
+            load_schema("conllpp"), spans=candidate_spans(sentence, language="en", max_chars=20)
+        ),
         {"type": "number", "minimum": 1e-5, "maximum": 1e22},  # floats json writes in exponent form
     ]
 

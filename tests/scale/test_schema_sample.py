@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 
 from pipelines.evaluation.hts.agents.pairwise_judge import PairwiseOutput
-from pipelines.kgc.answers import answer_schema, candidate_spans
+from pipelines.kgc.agents.answer_bounds import candidate_spans
+from pipelines.kgc.agents.experts import expert_role
 from pipelines.kgc.schema import SCHEMA_DIR, load_schema
 from pipelines.ram2c.agents.replies import (
     AnalysisOut,
@@ -53,11 +54,11 @@ def kgc_schemas():
         sentence, language = (SENTENCE_ZH, "zh") if schema.language == "zh" else (SENTENCE_EN, "en")
         spans = candidate_spans(sentence, language=language, max_chars=12)
         for reason in (True, False):
-            yield f"kgc.{path.stem}.{schema.task}.reason={reason}.grounded", answer_schema(
-                schema.task, schema, reason=reason, spans=spans
+            yield f"kgc.{path.stem}.{schema.task}.reason={reason}.grounded", expert_role(schema.task).answer_schema(
+                schema, reason=reason, spans=spans
             ), spans
-            yield f"kgc.{path.stem}.{schema.task}.reason={reason}.free", answer_schema(
-                schema.task, schema, reason=reason
+            yield f"kgc.{path.stem}.{schema.task}.reason={reason}.free", expert_role(schema.task).answer_schema(
+                schema, reason=reason
             ), None
 
 

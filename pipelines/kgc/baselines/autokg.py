@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.agents import SampleTrace
+from pipelines.kgc.agents.answer_bounds import AnswerBounds, bounds_for
 from pipelines.kgc.agents.experts import expert_vars, make_expert
-from pipelines.kgc.answers import AnswerBounds, bounds_for
 from pipelines.kgc.baselines.common import BaselineResult, extraction_step
 from pipelines.kgc.demos import DemoSelector, demonstration_vars
 from pipelines.kgc.schema import Schema, Sentence

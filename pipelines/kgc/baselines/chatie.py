@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Agent, ParseError, SampleTrace
-from pipelines.kgc.agents.experts import extraction_agent, types_text
+from pipelines.kgc.agents.experts import expert_role, extraction_agent, types_text
+from pipelines.kgc.agents.reply_text import NO_ANSWER
 from pipelines.kgc.baselines.common import BaselineResult, StepBaseline, extraction_step, words
-from pipelines.kgc.parsing import JSON_EXAMPLES, NO_ANSWER
 from pipelines.kgc.schema import Schema, Sentence
 
 HERE = Path(__file__).parent
@@ -35,10 +35,6 @@ def parse_type_list(schema: Schema, text: str) -> list[str]:
     if not found:
         raise ParseError("no type of the schema named in the reply (expected [type 1, ...] or NO)")
     return [t for t in schema.types() if t in found]
-
-
-def _type_of(task: str, item: Any) -> str:
-    return item.relation if task == "re" else item.type
 
 
 class ChatIE(StepBaseline):
@@ -71,7 +67,7 @@ class ChatIE(StepBaseline):
             "text": sentence.text,
             "language": sentence.language,
             "types": types_text(schema),
-            "json_example": JSON_EXAMPLES[schema.task],
+            "json_example": expert_role(schema.task).json_example(),
         }
         base.update(
             {
@@ -102,6 +98,6 @@ class ChatIE(StepBaseline):
             result.calls += record.calls
             result.failed += int(not record.ok)
             for item in items:
-                if _type_of(schema.task, item) == kind and item not in result.items:
+                if expert_role(schema.task).item_type(item) == kind and item not in result.items:
                     result.items.append(item)
         return result

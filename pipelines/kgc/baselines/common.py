@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pipelines.agents import SampleTrace
-from pipelines.kgc.parsing import schema_filter
+from pipelines.kgc.agents.experts import expert_role
 from pipelines.kgc.schema import Schema
 
 WORDS = {
@@ -100,6 +100,6 @@ async def extraction_step(
 ) -> tuple[list[Any], Any]:
     """Run one extraction agent, filter its items to ``schema``, trace it; ``(items, record)``."""
     record = await agent.run(llm, vars, tag=tag, mode=mode)
-    items, dropped = schema_filter(schema.task, record.parsed.items, schema) if record.ok else ([], 0)
+    items, dropped = expert_role(schema.task).schema_filter(record.parsed.items, schema) if record.ok else ([], 0)
     trace.add(record, step=tag, dropped=dropped, **extra)
     return items, record

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Agent, ParseError, SampleTrace
-from pipelines.kgc.agents.experts import extraction_agent, types_text
+from pipelines.kgc.agents.experts import expert_role, extraction_agent, types_text
 from pipelines.kgc.baselines.common import BaselineResult, StepBaseline, extraction_step, words
-from pipelines.kgc.parsing import JSON_EXAMPLES
 from pipelines.kgc.schema import Schema, Sentence
 
 HERE = Path(__file__).parent
@@ -44,7 +43,7 @@ class CoTER(StepBaseline):
             "text": sentence.text,
             "language": sentence.language,
             "types": types_text(schema),
-            "json_example": JSON_EXAMPLES[schema.task],
+            "json_example": expert_role(schema.task).json_example(),
         }
         vars.update(words(sentence.language, schema.task))
         result = BaselineResult()

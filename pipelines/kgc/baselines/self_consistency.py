@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.agents import SampleTrace
-from pipelines.kgc.agents.experts import expert_vars, make_expert
+from pipelines.kgc.agents.experts import expert_role, expert_vars, make_expert
 from pipelines.kgc.baselines.common import BaselineResult
-from pipelines.kgc.parsing import schema_filter
 from pipelines.kgc.schema import Schema, Sentence
 
 
@@ -70,7 +69,7 @@ class SelfConsistency:
                 )
             )
             choices = [r.parsed for r in records if r.ok]
-        samples = [schema_filter(schema.task, c.items, schema)[0] for c in choices]
+        samples = [expert_role(schema.task).schema_filter(c.items, schema)[0] for c in choices]
         for index, record in enumerate(records):
             trace.add(record, step="self_consistency", sample=index)
         items = vote(samples, self.k)

@@ -12,8 +12,8 @@ import pytest
 from pipelines.kgc.datasets import DatasetConfig, ReaderError, load_dataset, split_sample
 from pipelines.kgc.schema import Argument, Entity, Event, Triple, load_schema
 
-ROOT = Path(__file__).resolve().parents[2]
-FIX = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[3]
+FIX = Path(__file__).parents[1] / "fixtures"  # shared with tests/kgc/test_scoring_files.py
 SHARED = Path(os.environ.get("EDUMAS_SHARED_DATA", ROOT.parent / "shared" / "data")) / "kgc"
 
 

@@ -1,6 +1,7 @@
-"""Json-mode answer schemas: their bounds, what xgrammar (the transformers backend's constrained
-decoding) admits under them with the SmolLM2 tokenizer, and that the longest reply they admit for
-every dataset of params.yaml fits the task's max_tokens there."""
+"""Json-mode answer schemas: their bounds per language, the candidate spans of a sentence, what
+xgrammar (the transformers backend's constrained decoding) admits under them with the SmolLM2
+tokenizer, and that the longest reply they admit for every dataset of params.yaml fits the task's
+max_tokens there."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.agents import ParseError
-from pipelines.kgc.agents.experts import make_expert
-from pipelines.kgc.answers import ITEMS_KEY, AnswerBounds, answer_schema, bounds_for, json_example
+from pipelines.kgc.agents.answer_bounds import AnswerBounds, bounds_for, candidate_spans
+from pipelines.kgc.agents.experts import expert_role
 from pipelines.kgc.schema import Schema, load_schema
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ACE = Schema(
     "tiny_ace",
     "ee",
@@ -24,58 +24,45 @@ ACE = Schema(
 SMALL = AnswerBounds(items=2, arguments=1, span_chars=8, reason_chars=12)
 
 
-def test_schema_bounds_every_string_and_list():
-    schema = answer_schema("ner", load_schema("conllpp"), bounds=SMALL, reason=True)
-    assert list(schema["properties"]) == ["reason", "entities"] and schema["required"] == ["reason", "entities"]
-    assert schema["properties"]["reason"] == {"type": "string", "maxLength": 12}
-    entities = schema["properties"]["entities"]
-    assert entities["maxItems"] == 2
-    item = entities["items"]
-    assert item["properties"]["type"] == {"enum": ["PER", "LOC", "ORG", "MISC"]}
-    assert item["properties"]["text"] == {"type": "string", "minLength": 1, "maxLength": 8}
-    assert item["additionalProperties"] is False and item["required"] == ["type", "text"]
-    assert list(answer_schema("ner", load_schema("conllpp"), bounds=SMALL, reason=False)["properties"]) == ["entities"]
-    triple = answer_schema("re", load_schema("nyt11_hrl"), bounds=SMALL)["properties"]["triples"]["items"]
-    assert triple["properties"]["relation"]["enum"] == list(load_schema("nyt11_hrl").relations)
-    assert triple["properties"]["head"]["maxLength"] == triple["properties"]["tail"]["maxLength"] == 8
-
-
-def test_each_event_type_admits_only_its_roles():
-    branches = answer_schema("ee", ACE, bounds=SMALL)["properties"]["events"]["items"]["anyOf"]
-    got = {
-        b["properties"]["event_type"]["const"]: b["properties"]["arguments"]["items"]["properties"]["role"]["enum"]
-        for b in branches
-    }
-    assert got == {"Life:Be-Born": ["Person", "Time", "Place"], "Conflict:Attack": ["Attacker", "Target"]}
-    assert all(b["properties"]["arguments"]["maxItems"] == 1 for b in branches)
-    assert all(b["properties"]["trigger"]["minLength"] == 1 for b in branches)
-
-
-def test_bounds_per_language_and_examples():
+def test_bounds_per_language():
     assert bounds_for("zh").span_chars < bounds_for("en").span_chars
     assert bounds_for("fr") == bounds_for("en")
     assert bounds_for("en", {"en": SMALL}) == SMALL
-    assert json_example("ner", reason=False) == '{"entities": [{"type": "...", "text": "..."}]}'
-    assert json_example("re", reason=True).startswith('{"reason": "...", "triples"')
-    assert list(make_expert("ner", load_schema("conllpp")).json_schema["properties"]) == ["entities"]
-    assert list(make_expert("ner", load_schema("conllpp"), reason=True).json_schema["properties"])[0] == "reason"
 
 
-def test_bounded_replies_parse_and_ungrounded_spans_are_counted():
-    from pipelines.kgc.parsing import ungrounded
-    from pipelines.kgc.schema import Argument, Entity, Event, Triple
+def test_english_candidates_are_word_runs_that_do_not_cut_a_token():
+    got = candidate_spans("Haitai 's U.S. unit (Reuters) .", language="en", max_chars=12)
+    assert got == [
+        "Haitai",
+        "Haitai 's",
+        "Reuters",
+        "Reuters)",
+        "U.S",
+        "U.S.",
+        "U.S. unit",
+        "s",
+        "s U.S",
+        "s U.S.",
+        "s U.S. unit",
+        "unit",
+    ]
+    assert "Haitai" in got and "U.S." in got and "U.S. unit" in got and "Reuters" in got
+    assert "S" not in got and "U" not in got and "S." not in got  # never from inside "U.S."
+    assert not any(s.endswith(" .") or s.startswith("(") or s.startswith(".") for s in got)
+    assert all(len(s) <= 12 for s in got)
+    assert "Ukraine" in candidate_spans("Lutsk , a town in western Ukraine.", language="en", max_chars=20)
 
-    agent = make_expert("ee", ACE, bounds=SMALL, reason=True)
-    reply = '{"reason": "born", "events": [{"event_type": "Life:Be-Born", "trigger": "born", "arguments": []}]}'
-    assert agent.parse(reply, "json").items == [Event("Life:Be-Born", "born")]
-    assert agent.parse('{"events": []}', "json").items == []  # a round-0 form parses too
-    with pytest.raises(ParseError):
-        agent.parse('{"reason": "cut off before the events', "json", truncated=True)
-    text = "Messi was born in  Rosario in 1987 ."
-    assert ungrounded("ner", [Entity("PER", "messi"), Entity("LOC", "Barcelona")], text) == 1
-    assert ungrounded("re", [Triple("Messi", "born_in", "rosario"), Triple("<head entity>", "r", "Messi")], text) == 1
-    events = [Event("Life:Be-Born", "born", (Argument("Time", "1987"),)), Event("X", "born", (Argument("T", "x"),))]
-    assert ungrounded("ee", events, text) == 1
+
+def test_chinese_candidates_are_character_runs_without_edge_punctuation():
+    got = candidate_spans("长江流经上海。", language="zh", max_chars=2)
+    assert got == sorted(["长", "江", "流", "经", "上", "海", "长江", "江流", "流经", "经上", "上海"])
+    assert "海。" not in got and all("。" not in s for s in got)
+
+
+def test_quotes_and_backslashes_never_enter_a_candidate():
+    got = candidate_spans('He said "Paris" \\ Rome', language="en", max_chars=30)
+    assert "Paris" in got and "Rome" in got
+    assert not any('"' in s or "\\" in s for s in got)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +92,7 @@ def _admits(tokenizer, grammar, text: str) -> bool:
 
 @pytest.mark.slow
 def test_xgrammar_enforces_the_bounds(tokenizer):
-    grammar = _grammar(tokenizer, answer_schema("ee", ACE, bounds=SMALL, reason=True))
+    grammar = _grammar(tokenizer, expert_role("ee").answer_schema(ACE, bounds=SMALL, reason=True))
     event = '{"event_type": "Life:Be-Born", "trigger": "%s", "arguments": [%s]}'
     time = '{"role": "Time", "text": "1987"}'
     good = '{"reason": "r", "events": [' + event % ("born", time) + "]}"
@@ -123,10 +110,11 @@ def test_xgrammar_enforces_the_bounds(tokenizer):
         "escape inside a bounded string": '{"reason": "a\\"b", "events": []}',
     }
     assert {k: _admits(tokenizer, grammar, v) for k, v in bad.items()} == {k: False for k in bad}
-    round0 = _grammar(tokenizer, answer_schema("ee", ACE, bounds=SMALL, reason=False))
+    round0 = _grammar(tokenizer, expert_role("ee").answer_schema(ACE, bounds=SMALL, reason=False))
     assert _admits(tokenizer, round0, '{"events": []}')
     assert not _admits(tokenizer, round0, '{"reason": "", "events": []}')
-    zh = _grammar(tokenizer, answer_schema("ner", load_schema("msra"), bounds=AnswerBounds(span_chars=3), reason=False))
+    msra = expert_role("ner").answer_schema(load_schema("msra"), bounds=AnswerBounds(span_chars=3), reason=False)
+    zh = _grammar(tokenizer, msra)
     assert _admits(tokenizer, zh, '{"entities": [{"type": "LOC", "text": "罗萨里"}]}')  # characters, not bytes
     assert not _admits(tokenizer, zh, '{"entities": [{"type": "LOC", "text": "罗萨里奥"}]}')
 
@@ -155,7 +143,7 @@ def _longest_reply(tokenizer, schema: Schema, bounds: AnswerBounds, texts: list[
         roles = schema.events[name]
         arguments = [{"role": max(roles, key=count), "text": span}] * (bounds.arguments if roles else 0)
         item = {"event_type": name, "trigger": span, "arguments": arguments}
-    return json.dumps({"reason": reason, ITEMS_KEY[schema.task]: [item] * bounds.items}, ensure_ascii=False)
+    return json.dumps({"reason": reason, expert_role(schema.task).items_key: [item] * bounds.items}, ensure_ascii=False)
 
 
 @pytest.mark.slow
@@ -176,7 +164,7 @@ def test_longest_admitted_reply_fits_max_tokens_for_every_dataset(tokenizer, mon
         bounds = bounds_for(schema.language, cfg.team.bounds)
         texts = [s.text for s in pools[name] + [s for s in evaluated if s.dataset == name]][:40]
         reply = _longest_reply(tokenizer, schema, bounds, texts)
-        json_schema = answer_schema(schema.task, schema, bounds=bounds, reason=True)
+        json_schema = expert_role(schema.task).answer_schema(schema, bounds=bounds, reason=True)
         assert _admits(tokenizer, _grammar(tokenizer, json_schema), reply), (name, reply)
         limit = cfg.team.max_tokens.get(schema.task, cfg.llm.sampling.max_tokens)
         tokens = len(tokenizer(reply, add_special_tokens=False)["input_ids"]) + 1
