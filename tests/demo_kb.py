@@ -4,7 +4,7 @@ with the offline MiniLM into a test folder, for tests that retrieve real documen
 The store is built once per content and copied: into the test cache (``tests.tiny_models.cache_root``)
 under a key hashing the build section, every source file, the embedder's files and the code under
 ``pipelines/`` (any change there builds again), with a file lock, so the tests of every pytest-xdist
-worker share one build (about 26 CPU-seconds each before)."""
+worker share one build (11-26 CPU-seconds each, measured on a loaded machine)."""
 
 from __future__ import annotations
 
