@@ -37,6 +37,7 @@ from pipelines.io import atomic_open, user_cache_dir
 from pipelines.models.fingerprint import folder_fingerprint
 from pipelines.retrieval.config import EmbedderConfig
 from pipelines.retrieval.embedders import Encoded, _check_path, _normalise, model_identity, resolve_device
+from pipelines.retrieval.loading import collector_paused
 from pipelines.retrieval.st_folder import FolderTokenizer, read_folder
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,10 @@ class OnnxSentenceEmbedder:
     thread_safe = True
 
     def __init__(self, cfg: EmbedderConfig, *, cache: Path | None = None):
+        with collector_paused():
+            self._open(cfg, cache)
+
+    def _open(self, cfg: EmbedderConfig, cache: Path | None) -> None:
         import onnxruntime as ort
 
         folder = _check_path(cfg.path)
