@@ -6,13 +6,16 @@ a SIGKILL at half and a rerun, and the projection of a real run (docs/scale.md).
     python benchmarks/paper_scale.py --fraction 0.02    # the same at 2 % of the items (minutes)
     python benchmarks/paper_scale.py --steps project    # rewrite the projection from saved results
     python benchmarks/paper_scale.py --fraction 0.02 --team-fractions tagging=1,kgc=0.25   # per team
+    python benchmarks/paper_scale.py --steps runs --teams ram2c --fraction 0.01 --embedder-backend onnx
 
 Steps (``--steps``, in this order; each saves its figures in ``<work>/results.json``):
 
 - ``setup``: the work project (``--work``), prepare_models and build_kb there;
 - ``runs``: generate_tagging, generate_kgc, generate_ram2c with ``--servers`` simulated servers
   (one per A100 of the projection), each measured: wall time against the servers' critical-path
-  bound, the stage's CPU per LLM call, peak RSS, bytes of traces and outputs per item;
+  bound, the stage's CPU per LLM call, peak RSS, bytes of traces and outputs per item; the CPU per
+  call split by component (``benchmarks/scale/cpu_split.py``: start-up, embedding, store, runtime,
+  team, other threads, exit; tagging's baselines apart), printed with the embedding's share;
 - ``rss``: the same stages at 10 % and 50 % of the items (peak RSS against item count);
 - ``datasets``: make_datasets on the three teams' rows;
 - ``shards``: each team as 16 shards, 16 processes each with its own simulated server (the Slurm
