@@ -80,9 +80,9 @@ def concepts(project: Path) -> int:
 
 def split_line(team: str, split: dict[str, Any]) -> str:
     """The stage's CPU per LLM call by component, one line (benchmarks/scale/cpu_split.py)."""
-    parts = ("startup", "embedding", "store", "runtime", "team", "other_threads", "exit")
+    parts = ("startup", "embedding", "store", "runtime", "team", "other_threads", "children", "exit")
     total = split["total"]
-    line = ", ".join(f"{k} {split[k]:.2f}" for k in parts)
+    line = ", ".join(f"{k} {split[k]:.2f}" for k in parts if k in split)
     share = 100 * split["embedding"] / total if total else 0.0
     extra = f"; baselines {split['baselines_s']:.1f} s apart" if split["baselines_s"] else ""
     return (f"{team}: stage CPU per call {total:.2f} ms = {line} (embedding {share:.0f} %; start-up "

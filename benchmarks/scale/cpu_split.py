@@ -288,6 +288,11 @@ def instrument(*, tagging: bool) -> None:
     threading.Thread._bootstrap_inner = bootstrap_inner
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def native_threads(known: set[int]) -> dict[str, float]:
     """CPU of the live threads Python does not know, by name (``/proc/self/task``)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -322,6 +327,7 @@ def finish(out: Path, started: float) -> None:
             "cpu_s": end["process_cpu_s"] - start["process_cpu_s"],
             "components": {k: end["components"][k] - start["components"][k] for k in COMPONENTS},
         },
+        "children_cpu_s": children_cpu(),  # processes it ran and reaped (tagging's sandboxed programs)
         "other_threads": others,
         "other_threads_exited": max(0.0, end["process_cpu_s"] - started - counted),
         "python_threads": end["python_threads"],

@@ -187,7 +187,8 @@ def split_per_call(split: dict[str, Any], cpu_s: float, calls: int) -> dict[str,
     """The stage's CPU per LLM call (ms) by component, from :mod:`benchmarks.scale.cpu_split`'s
     figures and the process's total (``os.wait4``): ``startup`` (up to the first call, baselines
     apart), the calls phase's ``embedding``, ``store``, ``runtime``, ``team``, ``other_threads``
-    (not Python's), ``exit`` (after the stage returned: the interpreter's teardown), whose sum is
+    (not Python's), ``children`` (processes the stage ran and reaped: tagging's sandboxed programs),
+    ``exit`` (after the stage returned: the interpreter's teardown), whose sum is
     ``total``; ``baselines`` (tagging's non-LLM systems' training) is reported apart, with
     ``total_with_baselines`` the whole process per call."""
     per = 1000.0 / max(1, calls)
@@ -199,7 +200,8 @@ def split_per_call(split: dict[str, Any], cpu_s: float, calls: int) -> dict[str,
         "startup": split["startup"]["cpu_s"] - split["startup"]["components"]["baselines"],
         **{k: phase[k] for k in ("embedding", "store", "runtime", "team")},
         "other_threads": other_in_calls,
-        "exit": max(0.0, cpu_s - split["process_cpu_s"]),
+        "children": split.get("children_cpu_s", 0.0),
+        "exit": max(0.0, cpu_s - split["process_cpu_s"] - split.get("children_cpu_s", 0.0)),
     }
     out = {k: round(v * per, 3) for k, v in row.items()}
     out["total"] = round((cpu_s - baselines) * per, 3)

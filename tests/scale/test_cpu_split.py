@@ -79,11 +79,13 @@ def test_the_per_call_figures_add_up_to_the_process_cpu():
                                                  "baselines": 5.0}},
         "calls": {"cpu_s": 12.0, "components": {"embedding": 4.0, "store": 1.0, "runtime": 3.0, "team": 2.0,
                                                "baselines": 0.0}},
+        "children_cpu_s": 0.25,
         "other_threads": {"OMP": 1.5},
         "other_threads_exited": 0.5,
     }  # fmt: skip
-    row = split_per_call(split, 21.0, 1000)  # 1 s after the stage returned: the exit
-    assert row["startup"] == 3.0 and row["embedding"] == 4.0 and row["other_threads"] == 2.0 and row["exit"] == 1.0
-    parts = ("startup", "embedding", "store", "runtime", "team", "other_threads", "exit")
+    row = split_per_call(split, 21.0, 1000)  # 1 s after the stage returned: its children and its exit
+    assert row["startup"] == 3.0 and row["embedding"] == 4.0 and row["other_threads"] == 2.0
+    assert row["children"] == 0.25 and row["exit"] == 0.75
+    parts = ("startup", "embedding", "store", "runtime", "team", "other_threads", "children", "exit")
     assert sum(row[k] for k in parts) == pytest.approx(row["total"]) and row["total"] == 16.0
     assert row["baselines_s"] == 5.0 and row["total_with_baselines"] == 21.0 and row["startup_embedding_s"] == 1.0
