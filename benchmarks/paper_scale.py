@@ -6,13 +6,16 @@ a SIGKILL at half and a rerun, and the projection of a real run (docs/scale.md).
     python benchmarks/paper_scale.py --fraction 0.02    # the same at 2 % of the items (minutes)
     python benchmarks/paper_scale.py --steps project    # rewrite the projection from saved results
     python benchmarks/paper_scale.py --fraction 0.02 --team-fractions tagging=1,kgc=0.25   # per team
+    python benchmarks/paper_scale.py --steps runs --teams ram2c --fraction 0.01 --embedder-backend onnx
 
 Steps (``--steps``, in this order; each saves its figures in ``<work>/results.json``):
 
 - ``setup``: the work project (``--work``), prepare_models and build_kb there;
 - ``runs``: generate_tagging, generate_kgc, generate_ram2c with ``--servers`` simulated servers
   (one per A100 of the projection), each measured: wall time against the servers' critical-path
-  bound, the stage's CPU per LLM call, peak RSS, bytes of traces and outputs per item;
+  bound, the stage's CPU per LLM call, peak RSS, bytes of traces and outputs per item; the CPU per
+  call split by component (``benchmarks/scale/cpu_split.py``: start-up, embedding, store, runtime,
+  team, other threads, exit; tagging's baselines apart), printed with the embedding's share;
 - ``rss``: the same stages at 10 % and 50 % of the items (peak RSS against item count);
 - ``datasets``: make_datasets on the three teams' rows;
 - ``shards``: each team as 16 shards, 16 processes each with its own simulated server (the Slurm
@@ -75,6 +78,17 @@ def concepts(project: Path) -> int:
     return len({json.loads(row)["knowledge_id"] for row in rows})
 
 
+def split_line(team: str, split: dict[str, Any]) -> str:
+    """The stage's CPU per LLM call by component, one line (benchmarks/scale/cpu_split.py)."""
+    parts = ("startup", "embedding", "store", "runtime", "team", "other_threads", "children", "exit")
+    total = split["total"]
+    line = ", ".join(f"{k} {split[k]:.2f}" for k in parts if k in split)
+    share = 100 * split["embedding"] / total if total else 0.0
+    extra = f"; baselines {split['baselines_s']:.1f} s apart" if split["baselines_s"] else ""
+    return (f"{team}: stage CPU per call {total:.2f} ms = {line} (embedding {share:.0f} %; start-up "
+            f"{split['startup_s']:.1f} s, {split['startup_embedding_s']:.1f} s of it embedding{extra})")
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -93,7 +107,11 @@ class Bench:
         return {team: share * self.args.team_fractions.get(team, self.args.fraction) for team in TEAMS}
 
     def params(self, urls: list[str], share: float = 1.0) -> dict[str, Any]:
-        return paper_params(urls={team: urls for team in TEAMS}, fractions=self.fractions(share))
+        params = paper_params(urls={team: urls for team in TEAMS}, fractions=self.fractions(share))
+        if self.args.embedder_backend:  # the knowledge base's and KGC's demonstrations' embedder
+            params["build_kb"]["embedder"]["backend"] = self.args.embedder_backend
+            params["kgc"]["embedder"]["backend"] = self.args.embedder_backend
+        return params
 
     def project_for(self, name: str, urls: list[str], share: float = 1.0) -> Path:
         project = make_workspace(self.work / name, shared=self.shared)
@@ -109,7 +127,7 @@ class Bench:
         return project
 
     def measure(self, project: Path, team: str, urls: list[str], **options: Any) -> dict[str, Any]:
-        run = run_stage(project, f"generate_{team}", urls=urls, **options)
+        run = run_stage(project, f"generate_{team}", urls=urls, split=self.args.cpu_split, **options)
         concurrency = self.params(urls)[team]["concurrency"]
         bound_v = critical_path_bound(run.servers, self.model, concurrency) if run.calls else 0.0
         wall_v = run.wall_s * self.args.compression
@@ -161,6 +179,8 @@ class Bench:
             self.save()
             print(json.dumps({k: row[k] for k in ("team", "items", "calls", "wall_s", "bound_ratio", "cpu_ms_per_call",
                                                   "stage_ratio", "peak_rss_mb")}), flush=True)
+            if "cpu_split" in row:
+                print(split_line(team, row["cpu_split"]), flush=True)
 
     def rss(self, cluster: SimCluster) -> None:
         for share in (0.1, 0.5):
@@ -277,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard-count", type=int, default=16)
     parser.add_argument("--shard-parallel", type=int, default=4, help="shard processes at once")
     parser.add_argument("--kill-team", default="kgc", choices=list(TEAMS))
+    parser.add_argument("--no-cpu-split", dest="cpu_split", action="store_false",
+                        help="run the stages bare, without benchmarks/scale/cpu_split.py's per-component accounting")
+    parser.add_argument("--embedder-backend", choices=["torch", "onnx"], default=None,
+                        help="build_kb.embedder.backend and kgc.embedder.backend (default: the profile's)")
     args = parser.parse_args(argv)
     args.teams = [t for t in args.teams.split(",") if t]
     try:

@@ -105,6 +105,7 @@ class StageRun:
     peak_rss_mb: float
     servers: list[dict[str, float]] = field(default_factory=list)
     killed_at_calls: int | None = None
+    split: dict[str, Any] | None = None  # benchmarks/scale/cpu_split.py's figures (``split=True``)
     started: float = 0.0  # time.monotonic() at start and end
     ended: float = 0.0
     log: str = ""
@@ -124,6 +125,7 @@ class StageRun:
             "cpu_ms_per_call": round(1000 * self.cpu_s / self.calls, 3) if self.calls else None,
             "killed_at_calls": self.killed_at_calls,
             "servers": self.servers,
+            **({"cpu_split": split_per_call(self.split, self.cpu_s, self.calls)} if self.split else {}),
         }
 
 
@@ -135,15 +137,21 @@ def run_stage(
     args: list[str] | None = None,
     kill_after_calls: int | None = None,
     log_path: Path | None = None,
+    split: bool = False,
 ) -> StageRun:
     """``python -m stages.<stage> --params params.yaml [args]`` in ``project``, measured (module
-    docstring); ``kill_after_calls``: SIGKILL it once the servers answered that many of its calls."""
+    docstring); ``kill_after_calls``: SIGKILL it once the servers answered that many of its calls;
+    ``split``: run it under :mod:`benchmarks.scale.cpu_split` (its CPU by component)."""
     before = server_stats(urls) if urls else []
     log_path = log_path or project / "logs" / f"{stage}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start, started = time.perf_counter(), time.monotonic()
     with log_path.open("w") as log:
         command = [sys.executable, "-m", f"stages.{stage}", "--params", "params.yaml", *(args or [])]
+        split_path = log_path.with_suffix(".cpu_split.json")
+        split_path.unlink(missing_ok=True)
+        if split:
+            command[1:3] = ["-m", "benchmarks.scale.cpu_split", "--out", str(split_path), f"stages.{stage}"]
         process = subprocess.Popen(command, cwd=project, env=stage_env(), stdout=log, stderr=subprocess.STDOUT)
         killed = None
         if kill_after_calls is not None:
@@ -171,7 +179,38 @@ def run_stage(
         started=started,
         ended=time.monotonic(),
         log=log_path.read_text(errors="replace")[-3000:],
+        split=json.loads(split_path.read_text()) if split and split_path.exists() else None,
     )
+
+
+def split_per_call(split: dict[str, Any], cpu_s: float, calls: int) -> dict[str, Any]:
+    """The stage's CPU per LLM call (ms) by component, from :mod:`benchmarks.scale.cpu_split`'s
+    figures and the process's total (``os.wait4``): ``startup`` (up to the first call, baselines
+    apart), the calls phase's ``embedding``, ``store``, ``runtime``, ``team``, ``other_threads``
+    (not Python's), ``children`` (processes the stage ran and reaped: tagging's sandboxed programs),
+    ``exit`` (after the stage returned: the interpreter's teardown), whose sum is
+    ``total``; ``baselines`` (tagging's non-LLM systems' training) is reported apart, with
+    ``total_with_baselines`` the whole process per call."""
+    per = 1000.0 / max(1, calls)
+    phase = split["calls"]["components"]
+    baselines = split["startup"]["components"]["baselines"] + phase["baselines"]
+    # the calls phase's components are the Python threads'; the rest of its CPU is other threads'
+    other_in_calls = max(0.0, split["calls"]["cpu_s"] - sum(phase.values()))
+    row = {
+        "startup": split["startup"]["cpu_s"] - split["startup"]["components"]["baselines"],
+        **{k: phase[k] for k in ("embedding", "store", "runtime", "team")},
+        "other_threads": other_in_calls,
+        "children": split.get("children_cpu_s", 0.0),
+        "exit": max(0.0, cpu_s - split["process_cpu_s"] - split.get("children_cpu_s", 0.0)),
+    }
+    out = {k: round(v * per, 3) for k, v in row.items()}
+    out["total"] = round((cpu_s - baselines) * per, 3)
+    out["baselines_s"] = round(baselines, 2)
+    out["total_with_baselines"] = round(cpu_s * per, 3)
+    out["startup_embedding_s"] = round(split["startup"]["components"]["embedding"], 2)
+    out["startup_s"] = round(row["startup"], 2)
+    out["other_thread_names"] = {k: round(v, 2) for k, v in split["other_threads"].items()}
+    return out
 
 
 def items_of(project: Path, team: str) -> int:

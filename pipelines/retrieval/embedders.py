@@ -28,6 +28,7 @@ import numpy as np
 
 from pipelines.models.fingerprint import folder_fingerprint
 from pipelines.retrieval.config import EmbedderConfig
+from pipelines.retrieval.loading import collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +115,13 @@ class SentenceTransformerEmbedder:
     thread_safe = False  # one fast tokenizer: concurrent calls fail ("Already borrowed")
 
     def __init__(self, cfg: EmbedderConfig):
-        from sentence_transformers import SentenceTransformer
-
         folder = _check_path(cfg.path)
         self.cfg = cfg
-        self.device = resolve_device(cfg.device)
-        self.model = SentenceTransformer(str(folder), device=self.device, local_files_only=True)
+        with collector_paused():
+            from sentence_transformers import SentenceTransformer
+
+            self.device = resolve_device(cfg.device)
+            self.model = SentenceTransformer(str(folder), device=self.device, local_files_only=True)
         self.threads = TorchThreads(cfg.threads, self.device)
         self.model.max_seq_length = min(cfg.max_length, self.model.max_seq_length or cfg.max_length)
         dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
@@ -149,21 +151,22 @@ class BGEM3Embedder:
     thread_safe = False
 
     def __init__(self, cfg: EmbedderConfig):
-        from FlagEmbedding import BGEM3FlagModel
-
         folder = _check_path(cfg.path)
-        cfg = cfg.model_copy(update={"device": resolve_device(cfg.device)})
-        self.cfg = cfg
-        self.threads = TorchThreads(cfg.threads, cfg.device)
-        self.model = BGEM3FlagModel(
-            str(folder),
-            use_fp16=cfg.use_fp16,
-            devices=cfg.device,
-            batch_size=cfg.batch_size,
-            query_max_length=cfg.max_length,
-            passage_max_length=cfg.max_length,
-            query_instruction_for_retrieval=cfg.query_prefix or None,
-        )
+        with collector_paused():
+            from FlagEmbedding import BGEM3FlagModel
+
+            cfg = cfg.model_copy(update={"device": resolve_device(cfg.device)})
+            self.cfg = cfg
+            self.threads = TorchThreads(cfg.threads, cfg.device)
+            self.model = BGEM3FlagModel(
+                str(folder),
+                use_fp16=cfg.use_fp16,
+                devices=cfg.device,
+                batch_size=cfg.batch_size,
+                query_max_length=cfg.max_length,
+                passage_max_length=cfg.max_length,
+                query_instruction_for_retrieval=cfg.query_prefix or None,
+            )
         # FlagEmbedding halves the weights only off the CPU (it moves the model at the first encode)
         dtype = "float16" if cfg.use_fp16 and not cfg.device.startswith("cpu") else "float32"
         self.identity = model_identity(

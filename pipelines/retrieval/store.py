@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.retrieval.config import KINDS, ChromaServerConfig, StoreConfig
+from pipelines.retrieval.loading import collector_paused
 from pipelines.stage import StageError
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,9 @@ class StoredChunk:
 
 def open_client(path: Path | str):
     """A PersistentClient on ``path`` with telemetry off and reset disabled."""
-    import chromadb
-    from chromadb.config import Settings
+    with collector_paused():
+        import chromadb
+        from chromadb.config import Settings
 
     Path(path).mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False))
@@ -62,8 +64,9 @@ class StoreUnavailable(StageError):
 
 def open_server_client(server: ChromaServerConfig):
     """An HttpClient on a running Chroma server; :class:`StoreUnavailable` says how to start one."""
-    import chromadb
-    from chromadb.config import Settings
+    with collector_paused():
+        import chromadb
+        from chromadb.config import Settings
 
     headers = {}
     if server.token_env:
