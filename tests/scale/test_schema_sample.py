@@ -13,14 +13,11 @@ from pipelines.evaluation.hts.agents.pairwise_judge import PairwiseOutput
 from pipelines.kgc.agents.answer_bounds import candidate_spans
 from pipelines.kgc.agents.experts import expert_role
 from pipelines.kgc.schema import SCHEMA_DIR, load_schema
-from pipelines.ram2c.agents.replies import (
-    AnalysisOut,
-    QuestionOut,
-    ReplyOut,
-    VoteOut,
-    analysed_revision_output,
-    ballot_output,
-)
+from pipelines.ram2c.agents.analyst import AnalysisOut, analysed_revision_output
+from pipelines.ram2c.agents.ballot import ballot_output
+from pipelines.ram2c.agents.reply import ReplyOut
+from pipelines.ram2c.agents.topic_writer import QuestionOut
+from pipelines.ram2c.agents.voter import VoteOut
 from pipelines.retrieval.rewrite import RewritesOutput
 from pipelines.tagging.agents.numerical_judge import NUMBER_TEXT, ArgsOutput, program_output
 from pipelines.tagging.agents.planner import plan_output

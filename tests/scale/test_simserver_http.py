@@ -13,7 +13,7 @@ from pathlib import Path
 from pipelines.llm.config import OpenAIBackendConfig
 from pipelines.llm.openai_backend import OpenAIBackend
 from pipelines.llm.types import SamplingParams
-from pipelines.ram2c.agents.replies import analysed_revision_output
+from pipelines.ram2c.agents.analyst import analysed_revision_output
 from tests.support.simserver import EngineModel, Faults, SimCluster, SimServer
 from tests.support.simserver.text import count_tokens
 

@@ -25,8 +25,9 @@ from typing import Any
 from pipelines.agents import SampleTrace
 from pipelines.agents.harness import GenerationOutputs, System, run_systems
 from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig, TutoringSystem
-from pipelines.ram2c.agents import FOLDER, ConversationAgent
-from pipelines.ram2c.agents.replies import ReplyOut, parse_reply
+from pipelines.ram2c.agents.agent import FOLDER
+from pipelines.ram2c.agents.drafter import ConversationAgent
+from pipelines.ram2c.agents.reply import ReplyOut, parse_reply
 from pipelines.ram2c.config import ROLES, Ram2cConfig
 from pipelines.ram2c.groups import TurnContext
 from pipelines.ram2c.run import check_retrieval_groups, open_team_retrieval, team_retrieval_config

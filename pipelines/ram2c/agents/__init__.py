@@ -1,16 +1,20 @@
-"""The RAM2C agents: templates ``<agent>.<lang>.j2`` beside this file, their output models and
-parsers in :mod:`pipelines.ram2c.agents.replies`.
+"""The RAM2C agents, one module per role holding its template name(s) (``<name>.<lang>.j2`` beside
+this file), its json-mode output model and its parser:
 
     topic_writer  passage, level, direction      -> one discussion question (Q)
     student       persona, topic, teacher reply  -> the student's answer (A)
     drafter       the pair's prompt messages     -> the raw reply (R2, rejected)
     ballot        expert, context, all documents -> yes / no per document (group reflection, one call)
     voter         expert, context, one document  -> yes / no (group reflection, one call per document)
-    analyst       expert, context, its reference -> explicit analysis (proactive analysis)
-    reviser       expert, context, its analysis  -> that expert's revision
-    analyst_reviser  expert, context, its reference -> its analysis, then its revision, in one reply
+    analyst       expert, context, its reference -> explicit analysis (proactive analysis); also
+                  ``analyst_reviser``: its analysis, then its revision, in one reply
                   (``expert_call: joint``, the default: the analysis is the revision's chain of thought)
+    reviser       expert, context, its analysis  -> that expert's revision
     synthesizer   context, the group's revisions -> the group's reply (E group's = R1, chosen)
+
+Shared by the roles: :mod:`~pipelines.ram2c.agents.agent` (the agent class, the templates' folder),
+:mod:`~pipelines.ram2c.agents.reply` (the reply to the student, the answer of four roles) and
+:mod:`~pipelines.ram2c.agents.reply_text` (the JSON object in a reply, its cleaned text).
 
 Every parser takes plain text or a JSON object, so the same agents work in text and json modes.
 In json mode the prompt shows a one-line example of the reply (``EXAMPLES`` of
@@ -20,74 +24,17 @@ prompt tokens per call; the schema itself still goes to the backend (constrained
 
 from __future__ import annotations
 
-from functools import partial
-from pathlib import Path
 from typing import Any
 
-from pipelines.agents import Agent, ParseError
-from pipelines.llm.types import Message
-from pipelines.ram2c.agents.replies import (
-    AnalysisOut,
-    QuestionOut,
-    ReplyOut,
-    VoteOut,
-    analysed_revision_output,
-    ballot_output,
-    parse_analysed_revision,
-    parse_analysis,
-    parse_ballot,
-    parse_question,
-    parse_reply,
-    parse_vote,
-)
-
-FOLDER = Path(__file__).parent
-
-
-class Ram2cAgent(Agent):
-    """An agent whose json-mode reply falls back to the text parser (which reads JSON objects too)
-    when it does not validate: until every backend constrains decoding to the schema, a small model
-    in json mode may still answer in plain text, and a usable answer is not thrown away."""
-
-    def parse(self, text: str | None, mode: str = "text", **options: Any):
-        try:
-            return super().parse(text, mode, **options)
-        except ParseError:
-            if mode != "json":
-                raise
-            return super().parse(text, "text")
-
-    def render(self, language: str | None = None, *, output_mode: str = "text", **vars: Any) -> list[Message]:
-        """The exact messages; in json mode ``output_example`` is the output model's one-line example."""
-        self._check_mode(output_mode)
-        language = language or self.default_language
-        example = self.output.EXAMPLES[language] if output_mode == "json" else ""
-        return self.template.render(language, output_mode=output_mode, output_example=example, **vars)
-
-
-class ConversationAgent(Ram2cAgent):
-    """An agent whose prompt is its system block, then ``history`` (earlier turns), then its user block.
-
-    The drafter is one: its rendered messages are exactly the prompt of the preference pair.
-    """
-
-    def render(self, language: str | None = None, *, output_mode: str = "text", **vars: Any) -> list[Message]:
-        history: list[Message] = list(vars.pop("history", []) or [])
-        messages = super().render(language, output_mode=output_mode, **vars)
-        return messages[:-1] + history + messages[-1:]
-
-
-def ballot_agent(n: int, *, max_tokens: int | None = None, **options: Any) -> Ram2cAgent:
-    """The ballot of one expert on ``n`` documents (agent ``ballot``, role ``expert``)."""
-    return Ram2cAgent(
-        "ballot",
-        FOLDER,
-        partial(parse_ballot, n=n),
-        role="expert",
-        output=ballot_output(n),
-        max_tokens=max_tokens,
-        **options,
-    )
+from pipelines.agents import Agent
+from pipelines.ram2c.agents.analyst import make_analyst, make_analyst_reviser
+from pipelines.ram2c.agents.ballot import make_ballot
+from pipelines.ram2c.agents.drafter import make_drafter
+from pipelines.ram2c.agents.reviser import make_reviser
+from pipelines.ram2c.agents.student import make_student
+from pipelines.ram2c.agents.synthesizer import make_synthesizer
+from pipelines.ram2c.agents.topic_writer import make_topic_writer
+from pipelines.ram2c.agents.voter import make_voter
 
 
 def make_agents(
@@ -98,37 +45,18 @@ def make_agents(
     the parser know how many verdicts to expect); ``analysis_chars`` bounds the analysis of
     ``analyst_reviser`` in json mode."""
     tokens = max_tokens or {}
-    parsers = {
-        "topic_writer": parse_question,
-        "student": parse_reply,
-        "voter": parse_vote,
-        "analyst": parse_analysis,
-        "reviser": parse_reply,
-        "analyst_reviser": parse_analysed_revision,
-        "synthesizer": parse_reply,
-    }
-    outputs = {
-        "topic_writer": QuestionOut,
-        "voter": VoteOut,
-        "analyst": AnalysisOut,
-        "analyst_reviser": analysed_revision_output(analysis_chars),
-    }
-    roles = {"voter": "expert", "analyst": "expert", "reviser": "expert", "analyst_reviser": "expert"}
     agents: dict[str, Agent] = {
-        name: Ram2cAgent(
-            name,
-            FOLDER,
-            parser,
-            role=roles.get(name),
-            output=outputs.get(name, ReplyOut),
-            max_tokens=tokens.get(name),
-            **options,
-        )
-        for name, parser in parsers.items()
+        "topic_writer": make_topic_writer(max_tokens=tokens.get("topic_writer"), **options),
+        "student": make_student(max_tokens=tokens.get("student"), **options),
+        "voter": make_voter(max_tokens=tokens.get("voter"), **options),
+        "analyst": make_analyst(max_tokens=tokens.get("analyst"), **options),
+        "reviser": make_reviser(max_tokens=tokens.get("reviser"), **options),
+        "analyst_reviser": make_analyst_reviser(
+            analysis_chars=analysis_chars, max_tokens=tokens.get("analyst_reviser"), **options
+        ),
+        "synthesizer": make_synthesizer(max_tokens=tokens.get("synthesizer"), **options),
+        "drafter": make_drafter(max_tokens=tokens.get("drafter"), **options),
     }
-    agents["drafter"] = ConversationAgent(
-        "drafter", FOLDER, parse_reply, output=ReplyOut, max_tokens=tokens.get("drafter"), **options
-    )
     for n in range(1, ballot_sizes + 1):
-        agents[f"ballot:{n}"] = ballot_agent(n, max_tokens=tokens.get("ballot"), **options)
+        agents[f"ballot:{n}"] = make_ballot(n, max_tokens=tokens.get("ballot"), **options)
     return agents
