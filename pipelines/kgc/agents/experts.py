@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents import Agent
-from pipelines.kgc.agents.answer_bounds import AnswerBounds
 from pipelines.kgc.agents.ee_expert import EE_EXPERT
 from pipelines.kgc.agents.expert_role import ExpertRole, Extraction
 from pipelines.kgc.agents.ner_expert import NER_EXPERT
@@ -51,20 +50,10 @@ def extraction_agent(name: str, folder: Path, task: str, schema: Schema, **optio
     return expert_role(task).agent(name, folder, schema, **options)
 
 
-def make_expert(
-    task: str,
-    schema: Schema,
-    *,
-    role: str | None = None,
-    bounds: AnswerBounds | None = None,
-    reason: bool = False,
-    spans: str = "sentence",
-    **sampling: Any,
-) -> Agent[Extraction]:
-    """The expert of ``task`` (template ``<task>_expert``, role ``<task>_expert``); ``reason``:
-    its json answer starts with a reason (the team's experts), else it extracts directly;
-    ``spans``: see :meth:`ExpertRole.agent`."""
-    return expert_role(task).expert(schema, role=role, bounds=bounds, reason=reason, spans=spans, **sampling)
+def make_expert(task: str, schema: Schema, **options: Any) -> Agent[Extraction]:
+    """The expert of ``task`` (template ``<task>_expert``, role ``<task>_expert``); ``options``:
+    see :meth:`ExpertRole.expert`."""
+    return expert_role(task).expert(schema, **options)
 
 
 def expert_vars(
