@@ -35,3 +35,24 @@ def test_identical_clock_only_and_real_differences(tmp_path):
         "only in after: data/generated/tagging/sft.jsonl",
         "data/generated/tagging/predictions.jsonl: 1 paths differ, e.g. ['[1].predictions.team']",
     ]
+
+
+def test_a_replayed_run_differs_only_in_cache_flags_and_must_hit_for_every_call(tmp_path):
+    before, after = tmp_path / "a", tmp_path / "b"
+    _write(before, "data/generated/kgc/traces.jsonl", [{"agent": "ner_expert", "reply": "x", "cached": False}])
+    _write(after, "data/generated/kgc/traces.jsonl", [{"agent": "ner_expert", "reply": "x", "cached": True}])
+    (before / "reports").mkdir()
+    (after / "reports").mkdir()
+    (before / "reports/usage.json").write_text(json.dumps({"total": {"calls": 2, "cache_hits": 0}}))
+    (after / "reports/usage.json").write_text(json.dumps({"total": {"calls": 2, "cache_hits": 2}}))
+    assert compare(before, after)[1][0].startswith("data/generated/kgc/traces.jsonl: 1 paths differ")
+    assert compare(before, after, replayed=True) == (
+        {"identical": 0, "same but clocks": 2, "binary skipped": 0, "differs": 0}, []
+    )
+    (after / "reports/usage.json").write_text(json.dumps({"total": {"calls": 2, "cache_hits": 1}}))
+    assert compare(before, after, replayed=True)[1] == ["not replayed: reports/usage.json: 2 calls, 1 from the cache"]
+    (before / "reports/summary.md").write_text("# Summary\nMade 2026-12-07 02:11 UTC\n| f1 | 0.5 |\n")
+    (after / "reports/summary.md").write_text("# Summary\nMade 2026-12-07 02:18 UTC\n| f1 | 0.5 |\n")
+    assert compare(before, after, replayed=True)[0]["same but clocks"] == 3
+    (after / "reports/summary.md").write_text("# Summary\nMade 2026-12-07 02:18 UTC\n| f1 | 0.6 |\n")
+    assert "reports/summary.md: text differs" in compare(before, after)[1]
