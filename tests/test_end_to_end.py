@@ -119,6 +119,11 @@ def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
     tagging = tables.split("### Knowledge tagging: team vs single LLM", 1)[1].split("###", 1)[0]
     row = re.search(r"^\| tagging-team-only \| (.*)$", tagging, re.M)
     assert row and row.group(1).startswith('["team"] | ') and "RAM2C ablations" not in tables, tagging
+    # its training data did not change: the queued copy restores the adapters from the cache, no training
+    # (the checkpoints folder, absent from the copy, is not a DVC out)
+    log = _dvc(project, "queue", "logs", "tagging-team-only", timeout=300).stdout
+    assert "Running stage 'generate_tagging'" in log and "Stage 'make_datasets' didn't change" in log, log[-4000:]
+    assert "Running stage 'train@" not in log, log[-4000:]
     for command in (["add", "-A"], ["commit", "-qm", "ablations"]):
         subprocess.run([*git, *command], cwd=project, check=True, capture_output=True)
 

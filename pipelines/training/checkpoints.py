@@ -1,6 +1,6 @@
 """Resume from the last complete checkpoint of the same run; never from another run's, and never delete one.
 
-``<output_dir>/checkpoints`` is a DVC ``persist: true`` out, so it survives ``dvc repro``. Each run
+``<output_dir>/checkpoints`` is not a DVC out (dvc.yaml), so DVC never deletes it and ``dvc repro`` keeps it. Each run
 stores its fingerprint and the parts it hashes (:func:`fingerprint_parts`: its params, minus the ones that
 only say how long or how often; the dataset's content hash; the base model; the chat template; the world
 size, since the number of processes sets the effective batch, the data order and how ZeRO shards the

@@ -141,7 +141,7 @@ class TrainConfig(StrictModel):
         description="copied (hashes, counts, demo inputs) into the model card; null: no card (nothing checked)",
     )
     output_dir: str = Field(
-        description="checkpoints/ (persist), final/ (adapter or weights + tokenizer + model card), merged/ "
+        description="checkpoints/ (kept: not a DVC out), final/ (adapter or weights + tokenizer + model card), merged/ "
         "(left out: models/<method>)",
     )
     tuning: Literal["lora", "qlora", "full"] = Field(
