@@ -61,9 +61,10 @@ def prepare(work: Path, main: Path, params: dict[str, Any], team: str, *, shared
 
 def answered_by(stats: Path) -> int | None:
     """Calls a shard's simulated server answered (its ``--stats`` file), None when it wrote none."""
-    if not stats.is_file():
+    try:  # the launch file's exit trap ends the server: its file may be cut short
+        return sum(server["counts"]["answered"] for server in json.loads(stats.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return sum(server["counts"]["answered"] for server in json.loads(stats.read_text(encoding="utf-8")))
 
 
 def stage_figures(stage: Path, split: Path, calls: int | None) -> dict[str, Any]:
@@ -72,8 +73,10 @@ def stage_figures(stage: Path, split: Path, calls: int | None) -> dict[str, Any]
         return {"stage_cpu_s": None}
     own = json.loads(stage.read_text(encoding="utf-8"))
     row = {f"stage_{k}": own[k] for k in ("cpu_s", "wall_s", "peak_rss_mb", "returncode")} | {"calls": calls}
-    if split.is_file() and calls:
-        row["stage_cpu_split"] = split_per_call(json.loads(split.read_text(encoding="utf-8")), own["cpu_s"], calls)
+    if split.is_file():
+        figures = json.loads(split.read_text(encoding="utf-8"))
+        row["calls"] = calls = calls or figures["chats"]  # else the LLM.chat calls (its cache is fresh)
+        row["stage_cpu_split"] = split_per_call(figures, own["cpu_s"], calls)
     return row
 
 
@@ -91,8 +94,8 @@ def run_shards(
 
     def one(index: int) -> dict[str, Any]:
         stage_json, split_json = stats_dir / f"stage-{index}.json", stats_dir / f"stage-{index}.cpu_split.json"
-        stage_json.unlink(missing_ok=True)
-        split_json.unlink(missing_ok=True)
+        for stale in (stage_json, split_json, stats_dir / f"server-{index}.json"):
+            stale.unlink(missing_ok=True)
         venv = python_shim(stats_dir / f"python-{index}", out=stage_json, python=sys.executable,
                            cpu_split=split_json if cpu_split else None)
         serve = (
