@@ -71,15 +71,15 @@ def strict_allowed(schema: dict[str, Any]) -> bool:
         return False
 
     def closed(node: Any) -> bool:
-        if isinstance(node, list):
-            return all(closed(item) for item in node)
+        if isinstance(node, list):  # only dicts and lists can hold an object (an enum's strings cannot)
+            return all(closed(item) for item in node if isinstance(item, dict | list))
         if not isinstance(node, dict):
             return True
         if node.get("type") == "object" or isinstance(node.get("properties"), dict):
             properties = node.get("properties") or {}
             if node.get("additionalProperties") is not False or set(node.get("required") or []) != set(properties):
                 return False
-        return all(closed(value) for value in node.values())
+        return all(closed(value) for value in node.values() if isinstance(value, dict | list))
 
     return closed(schema)
 
