@@ -19,7 +19,8 @@ Steps (``--steps``, in this order; each saves its figures in ``<work>/results.js
 - ``rss``: the same stages at 10 % and 50 % of the items (peak RSS against item count);
 - ``datasets``: make_datasets on the three teams' rows;
 - ``shards``: each team as 16 shards, 16 processes each with its own simulated server (the Slurm
-  array's launch file), merged, compared file by file with the one run;
+  array's launch file), merged, compared file by file with the one run; the shards' CPU printed
+  against the one run's, stage processes alone (like with like) and whole process trees;
 - ``kill``: ``--kill-team``'s stage SIGKILLed when about half its calls are answered, then rerun:
   the calls sent again are counted (none of those finished before the kill), outputs compared;
 - ``project``: ``reports/scale_projection.md`` and ``.json`` (hours on 8 x A100, dollars at the
@@ -87,6 +88,19 @@ def split_line(team: str, split: dict[str, Any]) -> str:
     extra = f"; baselines {split['baselines_s']:.1f} s apart" if split["baselines_s"] else ""
     return (f"{team}: stage CPU per call {total:.2f} ms = {line} (embedding {share:.0f} %; start-up "
             f"{split['startup_s']:.1f} s, {split['startup_embedding_s']:.1f} s of it embedding{extra})")
+
+
+def shards_line(team: str, row: dict[str, Any], one_run_cpu_s: float | None) -> str:
+    """The shards' CPU against the one run's: the stage processes alone (like with like) and their
+    whole process trees (launch script, helper Pythons, own simulated server)."""
+    def ratio(cpu: float | None) -> str:
+        return f" = {cpu / one_run_cpu_s:.2f} x the one run's {one_run_cpu_s:.1f} s" if cpu and one_run_cpu_s else ""
+
+    stages = [s["stage_cpu_s"] for s in row["shards"] if s.get("stage_cpu_s") is not None]
+    each = f" ({min(stages):.1f} to {max(stages):.1f} s each)" if stages else ""
+    stage = f"{row['stage_cpu_s']:.1f} s{ratio(row['stage_cpu_s'])}{each}" if row.get("stage_cpu_s") else "not measured"
+    return (f"{team}: {row['count']} shards, stage processes' CPU {stage}; process trees' CPU "
+            f"{row['tree_cpu_s']:.1f} s{ratio(row['tree_cpu_s'])}")
 
 
 class Bench:
@@ -206,6 +220,8 @@ class Bench:
             params = self.params(["http://127.0.0.1:8000/v1"])
             project = prepare(self.work / f"shards-{team}", main, params, team, shared=self.shared)
             shutil.rmtree(project / "data/generated" / team, ignore_errors=True)
+            for cache in (project / "data/cache").glob(f"{team}*.sqlite*"):
+                cache.unlink()  # fresh shards, as the one run: every call goes to the servers
             count = self.args.shard_count
             if team == "tagging":  # one concept's pairs stay in one shard: no more shards than concepts
                 count = min(count, concepts(main))
@@ -213,12 +229,15 @@ class Bench:
                 self.results.setdefault("shards", {})[team] = {"skipped": f"{count} concept(s): nothing to shard"}
                 continue
             row = run_shards(project, team, count=count, compression=self.args.compression,
-                             parallel=self.args.shard_parallel)
+                             parallel=self.args.shard_parallel, cpu_split=self.args.cpu_split)
             row["equal_to_one_run"] = same_outputs(team, main, project) if row["merge_returncode"] == 0 else None
+            one = self.results.get("runs", {}).get(team, {}).get("cpu_s")
+            row["one_run_cpu_s"] = one
             self.results.setdefault("shards", {})[team] = row
             self.save()
             print(json.dumps({k: row[k] for k in ("count", "failed_shards", "shards_wall_s", "merge_returncode",
                                                   "equal_to_one_run")} | {"team": team}), flush=True)
+            print(shards_line(team, row, one), flush=True)
 
     def kill(self, cluster: SimCluster) -> None:
         team = self.args.kill_team

@@ -4,7 +4,9 @@ The paper selects M = N x K demonstrations "with the closest Euclidean distance"
 sentence. :class:`DemoSelector` embeds each pool once and every query once (in batches, before
 the run, off the event loop), then returns the M nearest pool sentences of a dataset (ties broken
 by pool order). With M = 0 nothing is embedded. Given a :class:`DemoVectorCache`, pool vectors
-are read from disk when a run or shard embedded the same pool with the same embedder before.
+and the up-front batch of query vectors are read from disk when a run or shard embedded the same
+texts with the same embedder before (every shard of a run prepares the run's whole sample, so
+the first run or shard embeds it and the others read it).
 
     selector = DemoSelector({"conllpp": pool_sentences}, embed)      # embed(texts) -> (n, d) array
     selector.prepare([s.text for s in evaluated])
@@ -49,12 +51,23 @@ class DemoSelector:
         """Embed the query sentences (and every pool) once, up front."""
         if self.embed is None:
             return
-        missing = sorted({q for q in queries if q not in self._query_vectors})
-        if missing:
-            for text, vector in zip(missing, np.asarray(self.embed(missing), dtype=np.float32), strict=True):
-                self._query_vectors[text] = vector
+        self._embed_queries(queries, cached=True)
         for name in self.pools:
             self._vectors(name)
+
+    def _embed_queries(self, queries: Sequence[str], *, cached: bool) -> None:
+        """Embed the queries not embedded yet, in one call; ``cached``: through the vector cache, as
+        the pools are (the up-front batch: the same sentences give the same batch in every run and
+        shard; a single late query is not worth a file)."""
+        missing = sorted({q for q in queries if q not in self._query_vectors})
+        if not missing:
+            return
+        if cached and self.cache is not None:
+            vectors = self.cache.vectors(missing, self.embed)
+        else:
+            vectors = np.asarray(self.embed(missing), dtype=np.float32)
+        for text, vector in zip(missing, vectors, strict=True):
+            self._query_vectors[text] = vector
 
     def nearest(self, name: str, text: str, m: int) -> list[Sentence]:
         """The ``m`` pool sentences of ``name`` closest to ``text`` (the sentence itself excluded)."""
@@ -64,10 +77,15 @@ class DemoSelector:
         if self.embed is None:
             raise ValueError("demonstrations need an embedder (set kgc.embedder.path) when shots > 0")
         if text not in self._query_vectors:
-            self.prepare([text])
+            self._embed_queries([text], cached=False)
         distances = np.linalg.norm(self._vectors(name) - self._query_vectors[text], axis=1)
-        order = sorted(range(len(pool)), key=lambda i: (float(distances[i]), i))
-        return [pool[i] for i in order if pool[i].text != text][:m]
+        chosen = []
+        for i in np.argsort(distances, kind="stable"):  # by distance, ties by pool order
+            if pool[i].text != text:
+                chosen.append(pool[i])
+                if len(chosen) == m:
+                    break
+        return chosen
 
 
 def demonstration_vars(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,10 @@ from pipelines.kgc.scoring import corrections, score_sentence
 from pipelines.kgc.sft import sft_row_for
 from pipelines.kgc.team import CooperKGC, TeamResult
 from pipelines.llm.client import LLMRuntime
+from pipelines.retrieval.config import EmbedderConfig
 from pipelines.retrieval.embedder_choice import build_embedder
+from pipelines.retrieval.embedders import Embedder
+from pipelines.retrieval.onnx_embedder import exported_identity
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +85,38 @@ def read_data(
     return evaluated, pools, schemas, summary
 
 
+def document_encoder(embedder_cfg: EmbedderConfig) -> tuple[str, Callable[[list[str]], Any]]:
+    """The embedder's identity and its document encoder (texts -> vectors). An exported ONNX
+    embedder whose identity is known without loading it (:func:`exported_identity`) is loaded at
+    its first encode: a run or shard whose vectors are all cached never loads it."""
+    identity = None
+    if embedder_cfg.kind == "sentence_transformers" and embedder_cfg.backend == "onnx":
+        identity = exported_identity(embedder_cfg)
+    if identity is None:
+        embedder = build_embedder(embedder_cfg)
+        return embedder.identity, lambda texts: embedder.encode_documents(texts).dense
+    loaded: list[Embedder] = []
+
+    def encode(texts: list[str]) -> Any:
+        if not loaded:
+            loaded.append(build_embedder(embedder_cfg))
+            if loaded[0].identity != identity:  # the cache's key names another length than the model's
+                log.warning("kgc: embedder identity %s, worked out as %s", loaded[0].identity, identity)
+        return loaded[0].encode_documents(texts).dense
+
+    return identity, encode
+
+
 def make_selector(
     cfg: KGCConfig, pools: dict[str, list[Sentence]], evaluated: list[Sentence], root: Path
 ) -> DemoSelector | None:
     """The demonstration selector when some run has shots > 0 (embeds pools and sentences once)."""
     if max(cfg.shots) == 0:
         return None
-    embedder = build_embedder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
+    identity, embed = document_encoder(cfg.embedder.model_copy(update={"path": str(root / cfg.embedder.path)}))
     folder = root / Path(cfg.demo_cache).expanduser() if cfg.demo_cache else default_folder()  # relative: to root
-    cache = DemoVectorCache(folder, identity=embedder.identity)
-    selector = DemoSelector(pools, lambda texts: embedder.encode_documents(texts).dense, cache=cache)
+    cache = DemoVectorCache(folder, identity=identity)
+    selector = DemoSelector(pools, embed, cache=cache)
     selector.prepare([s.text for s in evaluated])
     return selector
 

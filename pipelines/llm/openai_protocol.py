@@ -64,6 +64,9 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+_SCALARS = {str, int, float, bool, type(None)}
+
+
 def strict_allowed(schema: dict[str, Any]) -> bool:
     """Whether OpenAI's strict mode can take ``schema``: an object at the root, and every object in
     it closed (``additionalProperties: false``) with all its properties required."""
@@ -71,15 +74,17 @@ def strict_allowed(schema: dict[str, Any]) -> bool:
         return False
 
     def closed(node: Any) -> bool:
-        if isinstance(node, list):
-            return all(closed(item) for item in node)
+        if isinstance(node, list):  # only dicts and lists can hold an object (an enum's strings cannot)
+            if set(map(type, node)) <= _SCALARS:  # e.g. a sentence's 1,000 candidate spans, checked at C speed
+                return True
+            return all(closed(item) for item in node if isinstance(item, dict | list))
         if not isinstance(node, dict):
             return True
         if node.get("type") == "object" or isinstance(node.get("properties"), dict):
             properties = node.get("properties") or {}
             if node.get("additionalProperties") is not False or set(node.get("required") or []) != set(properties):
                 return False
-        return all(closed(value) for value in node.values())
+        return all(closed(value) for value in node.values() if isinstance(value, dict | list))
 
     return closed(schema)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -89,6 +90,29 @@ def export(model, path: Path) -> None:
     log.info("exported %s to %s", model[0].auto_model.name_or_path, path)
 
 
+def exported_path(folder: Path, cache: Path | None = None) -> Path:
+    """Where the transformer of the model folder ``folder`` is exported (keyed by its weights)."""
+    fingerprint = folder_fingerprint(folder.resolve())[:16]
+    return (cache or user_cache_dir("onnx")) / f"{fingerprint}-opset{OPSET}.onnx"
+
+
+def exported_identity(cfg: EmbedderConfig, *, cache: Path | None = None) -> str | None:
+    """The ``identity`` an :class:`OnnxSentenceEmbedder` of ``cfg`` has, worked out without loading it
+    (no ONNX Runtime, no tokenizer): where the model is exported already and the folder's
+    ``sentence_bert_config.json`` names its maximum length (the length both ways of loading take);
+    None otherwise (load the embedder to know it)."""
+    folder = _check_path(cfg.path)
+    if not exported_path(folder, cache).is_file():
+        return None
+    try:
+        seq = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq <= 0:
+        return None
+    return model_identity("sentence_transformers", folder, dtype="float32", max_length=min(cfg.max_length, seq))
+
+
 class QueryVectors:
     """The vectors of the last ``size`` query texts (least recently used out), shared by threads."""
 
@@ -130,8 +154,7 @@ class OnnxSentenceEmbedder:
         self.cfg = cfg
         self._local = threading.local()
         self.queries = QueryVectors()
-        fingerprint = folder_fingerprint(folder.resolve())[:16]
-        self.path = (cache or user_cache_dir("onnx")) / f"{fingerprint}-opset{OPSET}.onnx"
+        self.path = exported_path(folder, cache)
         light = read_folder(folder, cfg.max_length) if self.path.is_file() else None
         if light is not None:  # the exported file and the folder's files: no torch
             self.max_length, self.pooling = light.max_length, light.pooling

@@ -181,3 +181,24 @@ def test_query_vectors_are_encoded_alone_and_kept_per_text(exported):
     assert small.get("a") is None and small.get("c")[0] == 2 and small.hits == 1
     with pytest.raises(ValueError):
         small.get("b")[0] = 5.0  # stored vectors are read-only
+
+
+def test_the_exported_identity_is_the_loaded_embedders_without_loading_it(tmp_path, monkeypatch):
+    from pipelines.kgc.run import document_encoder
+    from pipelines.retrieval import onnx_embedder
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cfg = EmbedderConfig(path=str(minilm_dir()), backend="onnx", max_length=64)
+    assert onnx_embedder.exported_identity(cfg) is None  # not exported yet: only a load can tell
+    identity, encode = document_encoder(cfg)  # loads (and exports)
+    assert onnx_embedder.exported_identity(cfg) == identity == build_embedder(cfg).identity
+    assert identity.endswith(":float32:len64")
+    loads = []
+    monkeypatch.setattr("pipelines.kgc.run.build_embedder", lambda c: loads.append(c) or build_embedder(c))
+    again, deferred = document_encoder(cfg)
+    assert again == identity and loads == []  # nothing loaded until the first encode
+    np.testing.assert_array_equal(deferred(TEXTS), encode(TEXTS))
+    assert len(loads) == 1 and deferred(TEXTS[:1]).shape == encode(TEXTS[:1]).shape
+    assert len(loads) == 1
+    longer = EmbedderConfig(path=str(minilm_dir()), backend="onnx", max_length=100000)
+    assert onnx_embedder.exported_identity(longer) == build_embedder(longer).identity  # the folder's own limit

@@ -23,6 +23,7 @@ counted after parsing.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from pydantic import Field
 
@@ -58,6 +59,13 @@ outputs admit at most 1,000 enum values per schema)."""
 
 
 def candidate_spans(text: str, *, language: str, max_chars: int) -> list[str]:
+    """The substrings of ``text`` a span may be (:func:`_candidate_spans`), a new list each call: every
+    expert and baseline asks for the same sentence's spans, which are worked out once."""
+    return list(_candidate_spans(text, language, max_chars))
+
+
+@lru_cache(maxsize=4096)
+def _candidate_spans(text: str, language: str, max_chars: int) -> tuple[str, ...]:
     """The substrings of ``text`` a span may be, at most ``max_chars`` characters, sorted.
 
     Chinese (``zh``): every run of 1 to ``max_chars`` characters that starts and ends with a letter
@@ -74,7 +82,7 @@ def candidate_spans(text: str, *, language: str, max_chars: int) -> list[str]:
             for end in range(start + 1, min(len(text), start + max_chars) + 1):
                 if text[start].isalnum() and text[end - 1].isalnum():
                     spans.add(text[start:end])
-        return sorted(spans)
+        return tuple(sorted(spans))
     tokens = list(_WORD.finditer(text))
 
     def spaced(position: int) -> bool:  # the text's edge or whitespace at ``position``
@@ -103,4 +111,4 @@ def candidate_spans(text: str, *, language: str, max_chars: int) -> list[str]:
             detached_mark = not tokens[j].group()[0].isalnum() and spaced(tokens[j].start() - 1)
             if closes(j) and not detached_mark:
                 spans.add(text[first.start() : tokens[j].end()])
-    return sorted(spans)
+    return tuple(sorted(spans))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -269,9 +269,15 @@ class ExpertRole(ABC):
             raise ValueError(f"spans must be 'sentence' or 'free', got {spans!r}")
         b = bounds or bounds_for(schema.language)
 
-        def grounded_schema(vars: dict[str, Any]) -> dict[str, Any]:
-            choices = candidate_spans(vars["text"], language=schema.language, max_chars=b.span_chars)
+        @lru_cache(maxsize=1024)
+        def sentence_schema(text: str) -> dict[str, Any]:
+            choices = candidate_spans(text, language=schema.language, max_chars=b.span_chars)
             return self.answer_schema(schema, bounds=b, reason=reason, spans=choices)
+
+        def grounded_schema(vars: dict[str, Any]) -> dict[str, Any]:
+            # one schema object per sentence: every call on it (rounds, re-asks) sends that object,
+            # whose request-key text and response_format the LLM client then works out once
+            return sentence_schema(vars["text"])
 
         agent = Agent(
             name,
