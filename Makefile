@@ -31,10 +31,6 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/dvc repro
 
-# The transformers-backend tests again with 2 torch threads (other float summation order): a test
-# that assumes bit-exact floats across batch shapes or thread counts fails here on any machine.
-FLOAT_ORDER_TESTS := tests/llm/test_transformers_backend.py tests/llm/test_transformers_json_schema.py
-
 # The suite on TEST_WORKERS processes (pytest-xdist), a file per work unit, handed out in the order
 # tests/conftest.py gives (the longest files first: xdist otherwise sends files with the most tests
 # first, and the one-test end-to-end file started last, 40 min into a run); the 20 longest listed.
@@ -42,7 +38,6 @@ TEST_WORKERS ?= 2
 
 test: setup lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20 $(PYTEST_ARGS)
-	EDUMAS_TEST_TORCH_THREADS=2 $(BIN)/python -m pytest -q -p no:cacheprovider $(FLOAT_ORDER_TESTS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -51,14 +51,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture
-def one_torch_thread():
-    """One intra-op torch thread (on shared CPU cores two threads spin against each other, ~5x
-    slower), or ``EDUMAS_TEST_TORCH_THREADS`` of them: `make test` runs the transformers-backend
-    tests a second time with 2 threads, so a test that depends on float order fails on any machine."""
+def _torch_threads(count: int):
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(int(os.environ.get("EDUMAS_TEST_TORCH_THREADS", "1")))
+    torch.set_num_threads(count)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One intra-op torch thread (on shared CPU cores two threads spin against each other, ~5x slower)."""
+    yield from _torch_threads(1)
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def each_torch_thread_count(request):
+    """The test once on one intra-op torch thread and once on two (another float summation order), in
+    the same process and run: a test that assumes bit-exact floats across thread counts fails on any machine."""
+    yield from _torch_threads(request.param)

@@ -40,7 +40,7 @@ PROMPTS = [
 ]
 GREEDY = SamplingParams(max_tokens=12)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("each_torch_thread_count")
 
 
 def user(text: str) -> list[dict]:

@@ -26,7 +26,7 @@ from tests.tiny_models import load_qwen_tokenizer, smollm2_dir, tiny_qwen2
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("each_torch_thread_count")
 
 COLOUR = {
     "type": "object",
