@@ -3,6 +3,7 @@ README's table of contents and everything it names (commands, params keys, paths
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import shutil
@@ -102,7 +103,10 @@ def readme_commands() -> list[str]:
     return [s for s in code_spans(readme_text()) if COMMAND.match(s)]
 
 
+@functools.cache
 def params() -> dict:
+    """params.yaml, parsed once per session (the pure-Python YAML parser takes about 0.1 s a time and
+    the path checks ask hundreds of times); read only."""
     return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
 
 
@@ -118,7 +122,8 @@ def _resolved(text: str, scope: dict) -> str:
     return re.sub(r"\$\{([^}]+)\}", lambda m: str(_lookup(scope, m.group(1))), text)
 
 
-def _dvc_stage_scopes() -> list[tuple[str, dict, dict]]:
+@functools.cache
+def _dvc_stage_scopes() -> tuple[tuple[str, dict, dict], ...]:
     """(stage name, its body, interpolation scope) per stage of dvc.yaml, ``foreach`` expanded as DVC does."""
     found = []
     for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"].items():
@@ -130,10 +135,11 @@ def _dvc_stage_scopes() -> list[tuple[str, dict, dict]]:
             items = _lookup(params(), items.strip("${}"))
         pairs = items.items() if isinstance(items, dict) else ((item, item) for item in items)
         found += [(f"{name}@{key}", stage["do"], dict(params(), item=item, key=key)) for key, item in pairs]
-    return found
+    return tuple(found)
 
 
-def dvc_outputs() -> list[str]:
+@functools.cache
+def dvc_outputs() -> tuple[str, ...]:
     """Every out, metric and plot path of dvc.yaml (``foreach`` stages expanded, ``${...}`` from params)."""
     paths = []
     for _, body, scope in _dvc_stage_scopes():
@@ -141,7 +147,7 @@ def dvc_outputs() -> list[str]:
             for entry in body.get(kind, []):
                 name = next(iter(entry)) if isinstance(entry, dict) else entry
                 paths.append(_resolved(name, scope))
-    return paths
+    return tuple(paths)
 
 
 def dvc_stages() -> set[str]:
