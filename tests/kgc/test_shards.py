@@ -37,6 +37,10 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
         run_state={"usage.json"},
         roots=(one, sharded),  # datasets.json names the files read
     )
+    # a shard draws no figure (no matplotlib in a shard process); the merge draws the one run's
+    assert sorted(p.name for p in (sharded / REPORTS / "shards").rglob("*.png")) == []
+    assert sorted(p.name for p in (sharded / REPORTS / "shards").rglob("rounds.csv")) == ["rounds.csv"] * 3
+    assert (sharded / REPORTS / "rounds.png").read_bytes() == (one / REPORTS / "rounds.png").read_bytes()
     metrics = json.loads((sharded / REPORTS / "metrics.json").read_text())
     assert metrics["n_evaluated"] == 11 and set(metrics["systems"]) == {
         "cooperkgc@0shot",
