@@ -11,9 +11,11 @@ the stage runner stays below the layers it serves. A stage file is then::
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from pipelines.agents.shards import ShardConfig
 from pipelines.agents.shortfalls import flag_shortfalls
@@ -78,3 +80,15 @@ def run_generate_stage(team: Team, argv: list[str] | None = None) -> int:
         return 0
 
     return run_stage(body, argv)
+
+
+def exit_stage_process(code: int) -> NoReturn:
+    """End a stage's own process with exit status ``code`` (a stage file's ``__main__`` branch, never
+    a function that returns to a caller, e.g. a test calling ``main``). The objects alive now, the
+    imported modules' most of all, are first moved out of the garbage collector's reach
+    (``gc.freeze``): the interpreter's collections while it tears the modules down would otherwise
+    walk every one of them again, about 0.15 to 0.2 s of CPU per process for nothing (everything the
+    stage writes is written and closed by now; objects are still freed, only cycles among them are
+    left to the process's end)."""
+    gc.freeze()
+    raise SystemExit(code)

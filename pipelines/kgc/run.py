@@ -294,7 +294,7 @@ def finish_kgc(
 ) -> dict[str, Any]:
     """Scores from ``<generated_dir>/predictions.jsonl`` and the harness counts, ``context["data"]``
     (the datasets read); writes ``datasets.json`` and the report files. A run and the shard merge
-    both call it."""
+    both call it; a shard (``cfg.shard`` active) writes no ``rounds.png``, which the merge draws."""
     rows = read_jsonl(Path(outputs.generated_dir) / "predictions.jsonl")
     data = context["data"]
     reports_dir = Path(outputs.reports_dir)
@@ -311,7 +311,7 @@ def finish_kgc(
         "failed_samples": report.failed_samples,
         "systems": scores,
     }
-    write_reports(reports_dir, metrics, data)
+    write_reports(reports_dir, metrics, data, plot=not cfg.shard.active)
     return metrics
 
 

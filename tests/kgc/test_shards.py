@@ -21,6 +21,9 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
     assert generate(["--params", str(write_params(one, systems=systems))]) == 0
     monkeypatch.chdir(sharded)
     params = write_params(sharded, systems=systems)
+    stale = sharded / REPORTS / "shards/1-of-3/rounds.png"  # as older code left it
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"not this run's")
     for index in (2, 0, 1):  # any order, e.g. a Slurm array
         assert generate(["--params", str(params), "--shard", f"{index}/3"]) == 0
     rows = [json.loads(x) for x in (sharded / GENERATED / "shards/1-of-3/predictions.jsonl").read_text().splitlines()]
@@ -37,6 +40,10 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
         run_state={"usage.json"},
         roots=(one, sharded),  # datasets.json names the files read
     )
+    # a shard draws no figure (no matplotlib in a shard process); the merge draws the one run's
+    assert sorted(p.name for p in (sharded / REPORTS / "shards").rglob("*.png")) == []
+    assert sorted(p.name for p in (sharded / REPORTS / "shards").rglob("rounds.csv")) == ["rounds.csv"] * 3
+    assert (sharded / REPORTS / "rounds.png").read_bytes() == (one / REPORTS / "rounds.png").read_bytes()
     metrics = json.loads((sharded / REPORTS / "metrics.json").read_text())
     assert metrics["n_evaluated"] == 11 and set(metrics["systems"]) == {
         "cooperkgc@0shot",
