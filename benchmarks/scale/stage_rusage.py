@@ -30,9 +30,11 @@ def python_shim(folder: Path, *, out: Path, python: str, cpu_split: Path | None 
         stage += ["-m", "benchmarks.scale.cpu_split", "--out", shlex.quote(str(cpu_split)), '"$2"', '"${@:3}"']
     else:
         stage += ['"$@"']
+    root = shlex.quote(str(Path(__file__).resolve().parents[2]))  # where `benchmarks` imports from, any cwd
     script = (
         "#!/bin/bash\n"
         'if [[ "$1" == "-m" && "$2" == stages.generate_* ]]; then\n'
+        f'    export PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}}\n'
         f"    exec {' '.join(stage)}\n"
         "fi\n"
         f'exec {real} "$@"\n'
