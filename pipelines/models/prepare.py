@@ -239,7 +239,9 @@ def _store_in_user_cache(folder: Path, entry: Path) -> None:
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         with _entry_lock(entry):
-            _copy_dir_atomic(folder, entry)
+            info = json.loads((folder / "SOURCE.json").read_text())
+            if not existing_conversion(entry, info["source_sha256"], info["dtype"], "model.safetensors"):
+                _copy_dir_atomic(folder, entry)  # never replace a complete entry: another process may be reading it
     except OSError as exc:  # read-only or full cache folder, lock timeout (a TimeoutError)
         log.warning("conversion not cached at %s (%s)", entry, exc)
 
