@@ -234,14 +234,15 @@ def _copy_from_user_cache(entry: Path, dest: Path, source_sha256: str, dtype: st
     return existing_conversion(dest, source_sha256, dtype, "model.safetensors")
 
 
-def _store_in_user_cache(folder: Path, entry: Path) -> None:
+def _store_in_user_cache(folder: Path, entry: Path, *, replace: bool) -> None:
     """Copy a fresh conversion into the per-user cache; a failure costs the next project a conversion, nothing more."""
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         with _entry_lock(entry):
             info = json.loads((folder / "SOURCE.json").read_text())
-            if not existing_conversion(entry, info["source_sha256"], info["dtype"], "model.safetensors"):
-                _copy_dir_atomic(folder, entry)  # never replace a complete entry: another process may be reading it
+            # a complete entry is replaced only on force: another process may be reading it
+            if replace or not existing_conversion(entry, info["source_sha256"], info["dtype"], "model.safetensors"):
+                _copy_dir_atomic(folder, entry)
     except OSError as exc:  # read-only or full cache folder, lock timeout (a TimeoutError)
         log.warning("conversion not cached at %s (%s)", entry, exc)
 
@@ -264,7 +265,7 @@ def convert_gguf_model(gguf_path: Path, dest: Path, *, dtype: str = "float32", f
         log.info("copied the conversion of %s to %s from the user cache %s into %s", gguf_path.name, dtype, entry, dest)
         return info | {"reused": True, "from_user_cache": True}
     info = _convert_into(gguf_path, dest, source_sha256=source_sha256, dtype=dtype)
-    _store_in_user_cache(dest, entry)
+    _store_in_user_cache(dest, entry, replace=force)
     return info | {"reused": False, "from_user_cache": False}
 
 
