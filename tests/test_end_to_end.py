@@ -73,6 +73,23 @@ def test_dvc_repro_of_the_smoke_profile(tmp_path: Path) -> None:
     assert _rows(generated / "tagging" / "predictions.jsonl") > 0
     assert _rows(generated / "kgc" / "predictions.jsonl") > 0
     assert _rows(generated / "ram2c" / "dialogues.jsonl") > 0
+    # tagging's default JSON mode on the offline model: every agent's reply is constrained to its bounded schema and
+    # capped at its longest reply, so even the 135M model's replies close and parse (en and zh); each numerical check
+    # is a Python line the model wrote, run in the sandbox to a verdict (issue 21)
+    tagging = json.loads((project / "reports" / "generate_tagging" / "metrics.json").read_text(encoding="utf-8"))
+    counts = [c for s in ("team", "single_llm") for c in tagging["systems"][s]["unparseable"].values()]
+    assert tagging["output_mode"] == "json" and counts, tagging
+    assert all(c["replies"] > 0 and c["unparseable"] == 0 for c in counts), tagging["systems"]
+    traces = [json.loads(t) for t in (generated / "tagging" / "traces.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {t["sample_id"].rsplit("-", 2)[1] for t in traces} == {"en", "zh"}
+    replies = [t for t in traces if t["agent"] != "team" and t.get("reply") is not None]
+    assert replies and all(t["ok"] and json.loads(t["reply"]) for t in replies)  # closed, complete JSON
+    numerical = tagging["systems"]["team"]["numerical"]
+    assert numerical["checks"] > 0 and numerical["checks"] == numerical["programs_run"] == numerical["verdicts"]
+    programs = [t for t in traces if t["agent"] == "program_writer"]
+    assert len(programs) == numerical["programs_run"]
+    assert all(json.loads(t["reply"])["code"].startswith("print(") and t["sandbox"]["verdict"] is not None
+               for t in programs)  # fmt: skip
     card = json.loads((project / "data" / "train" / "data_card.json").read_text(encoding="utf-8"))
     assert "data/generated/tagging/sft.jsonl" in json.dumps(card), "the generated rows are make_datasets inputs"
     for method in ("sft", "dpo"):
