@@ -16,6 +16,8 @@ costs a CPU prefill as much as real tokens). Requests in a batch may differ in e
   request's key), so two prompts of one role never share a random stream;
 - :class:`RowStopper` ends a row at its own ``max_tokens`` or when one of its stop strings appears;
   the text is cut before the stop string;
+- attention runs with the key/value heads grouped also in padded batches
+  (:mod:`pipelines.llm.grouped_attention`: sdpa's own arithmetic without copying the cache per head);
 - a row whose request has ``json_schema`` is constrained by its own xgrammar matcher
   (:class:`pipelines.llm.grammar.GrammarMask`, applied before sampling): every token it picks keeps
   the text a prefix of JSON valid for the schema, and EOS is allowed only once that JSON is complete,
@@ -54,6 +56,7 @@ from typing import Any
 from pipelines.llm.batching import MicroBatcher
 from pipelines.llm.config import TransformersBackendConfig
 from pipelines.llm.grammar import GrammarMask, SchemaGrammars
+from pipelines.llm.grouped_attention import use_grouped_attention
 from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
 from pipelines.models.chat_encoding import install_remote_code_shims, patch_left_only_pad
 from pipelines.models.fingerprint import folder_fingerprint
@@ -239,6 +242,8 @@ class TransformersBackend:
 
                 model = PeftModel.from_pretrained(model, spec.adapter).merge_and_unload()
             model.to(spec.device).eval()
+            if not spec.trust_remote_code and use_grouped_attention(model):
+                log.debug("%s: sdpa attention with grouped key/value heads (no repeat_kv copy)", self.identity)
             self.tokenizer = tokenizer
             self.model = model
             log.info("loaded %s on %s (%s)", self.identity, spec.device, spec.dtype)
