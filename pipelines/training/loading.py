@@ -69,6 +69,25 @@ def deepspeed_state(args) -> tuple[bool, bool]:
     return enabled, enabled and is_deepspeed_zero3_enabled()
 
 
+SHM_COMM_OP = "deepspeed_shm_comm"
+
+
+def skip_cpu_shm_comm_op() -> bool:
+    """On DeepSpeed's CPU accelerator, mark its shared-memory all-reduce op incompatible so the comm backend
+    does not JIT-compile it (~2 min of C++ per fresh virtualenv). Call before the backend is created (before
+    the training arguments). Returns whether it did; any other accelerator (CUDA, ...) is left untouched."""
+    import deepspeed.ops
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().device_name() != "cpu":
+        return False
+    # The op only speeds up same-host all-reduce in inference-style CPU runs; gloo does training's reductions.
+    # deepspeed.ops caches this dict on first access, so the entry holds when TorchBackend calls build_shm_op.
+    deepspeed.ops.__compatible_ops__[SHM_COMM_OP] = False
+    log.info("DeepSpeed on CPU: %s op disabled (gloo does the reductions; skips a ~2 min C++ build)", SHM_COMM_OP)
+    return True
+
+
 def load_dtype(cfg: TrainConfig, *, deepspeed: bool) -> str:
     """The dtype weights are loaded in. Full tuning in bf16/fp16 outside DeepSpeed loads fp32 weights and
     trains in mixed precision (``bf16``/``fp16`` autocast): pure bf16 weights would round a 5e-7 update

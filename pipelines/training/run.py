@@ -53,6 +53,7 @@ from pipelines.training.loading import (
     lora_config,
     needs_reference_model,
     qlora_settings,
+    skip_cpu_shm_comm_op,
 )
 from pipelines.training.rows import REQUIRED_COLUMNS
 from pipelines.training.summary import loss_history, run_metrics, write_run_summary
@@ -103,14 +104,20 @@ def _cpu_mixed_precision(cfg: TrainConfig) -> bool:
     """bf16/fp16 on a machine without CUDA and outside DeepSpeed: the Trainer needs ``use_cpu`` for autocast."""
     import torch
 
-    deepspeed = bool(cfg.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-    return cfg.dtype != "float32" and not torch.cuda.is_available() and not deepspeed
+    return cfg.dtype != "float32" and not torch.cuda.is_available() and not uses_deepspeed(cfg)
+
+
+def uses_deepspeed(cfg: TrainConfig) -> bool:
+    """DeepSpeed from the params (``train.deepspeed``) or from ``accelerate launch`` with a DeepSpeed config."""
+    return bool(cfg.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
 
 
 def trainer_args(cfg: TrainConfig, *, report_to: str, run_name: str | None, has_eval: bool = True):
     """SFTConfig or DPOConfig from the run's params (no periodic evaluation without an eval split)."""
     from trl import DPOConfig, SFTConfig
 
+    if uses_deepspeed(cfg):
+        skip_cpu_shm_comm_op()  # before the config below, whose creation starts DeepSpeed's comm backend
     s = cfg.schedule
     common = dict(
         output_dir=str(cfg.checkpoints_dir),

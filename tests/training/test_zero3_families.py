@@ -5,8 +5,8 @@ The stand-in keeps ChatGLM3's ``skip_init`` (its default ``empty_init=True``) in
 (older DeepSpeed failed there with "Cannot copy out of meta tensor"; 0.19.8 handles ``skip_init`` itself),
 its classes without ``post_init`` (which transformers 5 needs), its own head, checked by the parity probe
 with the layers gathered by ZeRO-3; and ``merge: true``, which loads the base model again on rank 0 alone
-after training (whole weights, outside ``zero.Init``). The first DeepSpeed run in a fresh environment
-compiles a CPU comm op (2-3 min on 2 cores, cached in ``~/.cache/torch_extensions``).
+after training (whole weights, outside ``zero.Init``). DeepSpeed's shared-memory comm op is not
+compiled (``skip_cpu_shm_comm_op``: gloo reduces on CPU).
 """
 
 from __future__ import annotations

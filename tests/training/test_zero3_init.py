@@ -4,8 +4,8 @@
 ``build_trainer`` creates the training arguments (which register the DeepSpeed config with
 transformers) before ``from_pretrained``, so the model is built inside ``deepspeed.zero.Init`` and each
 rank holds half of every parameter. The rank script also loads once in the old order (model first):
-that copy is whole on every rank. The first DeepSpeed run in a fresh environment compiles a CPU comm
-op (2-3 min on 2 cores, cached in ``~/.cache/torch_extensions``).
+that copy is whole on every rank. DeepSpeed's shared-memory comm op is not compiled
+(``skip_cpu_shm_comm_op``: gloo reduces on CPU).
 """
 
 from __future__ import annotations
