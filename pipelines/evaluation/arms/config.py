@@ -103,6 +103,11 @@ class KGCEvalConfig(TunedRoles):
         description="sample seed; null = each dataset's seed (with no SFT row excluded: generation's sentences, "
         "cache hits)",
     )
+    datasets: list[str] | None = Field(
+        None, min_length=1,
+        description="names of the kgc.datasets entries evaluated; null = every entry with evaluate: true (the others "
+        "are read for their schemas only)",
+    )
 
     @field_validator("roles")
     @classmethod

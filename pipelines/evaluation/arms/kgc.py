@@ -25,6 +25,7 @@ from pipelines.io import read_jsonl
 from pipelines.kgc.config import KGCConfig, OutputsConfig
 from pipelines.kgc.report import items_from_json
 from pipelines.kgc.scoring import Counts, score
+from pipelines.stage import StageError
 from pipelines.stats.bootstrap import delta_row
 from pipelines.teams import KGC
 from pipelines.training.trained_rows import sft_sentence_ids
@@ -32,15 +33,30 @@ from pipelines.training.trained_rows import sft_sentence_ids
 SYSTEM = "cooperkgc@0shot"
 
 
+def evaluated_datasets(kgc: KGCConfig, names: list[str] | None) -> set[str]:
+    """The ``kgc.datasets`` entries the arms evaluate: ``names`` (``evaluate.kgc.datasets``), or every entry
+    with ``evaluate: true``; a name that is no evaluated entry is a StageError saying which are."""
+    evaluated = [d.name for d in kgc.datasets if d.evaluate]
+    if names is None:
+        return set(evaluated)
+    if unknown := [n for n in names if n not in evaluated]:
+        raise StageError(
+            f"evaluate.kgc.datasets: {', '.join(unknown)} is not a kgc.datasets entry with evaluate: true; "
+            f"choose from {', '.join(evaluated) or '(none)'}"
+        )
+    return set(names)
+
+
 def arm_config(kgc: KGCConfig, ev: EvaluateConfig, *, llm: Any, folder: Path) -> KGCConfig:
     """The ``kgc`` section for one arm: CooperKGC at 0 shots on the held-out sample, outputs in ``folder``."""
     sample = {} if ev.kgc.items is None else {"sample": ev.kgc.items}
     seed = {} if ev.kgc.seed is None else {"seed": ev.kgc.seed}
+    chosen = evaluated_datasets(kgc, ev.kgc.datasets)
     return kgc.model_copy(
         update={
             "systems": ["cooperkgc"],
             "shots": [0],
-            "datasets": [d.model_copy(update={**sample, **seed}) for d in kgc.datasets],
+            "datasets": [d.model_copy(update={**sample, **seed, "evaluate": d.name in chosen}) for d in kgc.datasets],
             "llm": llm,
             "outputs": OutputsConfig(generated_dir=str(folder), reports_dir=str(folder)),
             "progress": ev.progress,

@@ -210,3 +210,23 @@ def test_rows_of_the_sft_dataset_count_as_trained_on(tmp_path):
     tagging = TaggingConfig.model_validate({"llm": {"default": {"kind": "scripted", "replies": "r"}}})
     trained, held_out = trained_and_held_out_ids(tagging, tmp_path, tmp_path / "data/train/sft")
     assert trained == {"g1", "add-en-01"} and held_out == {"e1", "add-en-01"}
+
+
+def test_the_kgc_arms_evaluate_only_the_named_datasets_and_read_the_rest_for_schemas(tmp_path):
+    from pipelines.config import load_section
+    from pipelines.evaluation.arms.kgc import arm_config, evaluated_datasets
+
+    params = DEMO.parents[1] / "params.yaml"
+    kgc, ev = load_section("kgc", KGCConfig, params), load_section("evaluate", EvaluateConfig, params)
+    evaluated = [d.name for d in kgc.datasets if d.evaluate]
+    assert len(evaluated) >= 2, evaluated
+    default = arm_config(kgc, ev, llm=kgc.llm, folder=tmp_path)
+    assert [d.name for d in default.datasets if d.evaluate] == evaluated
+    one = ev.model_copy(update={"kgc": ev.kgc.model_copy(update={"datasets": [evaluated[1]]})})
+    chosen = arm_config(kgc, one, llm=kgc.llm, folder=tmp_path)
+    assert [d.name for d in chosen.datasets if d.evaluate] == [evaluated[1]]
+    assert [d.name for d in chosen.datasets] == [d.name for d in kgc.datasets]  # every schema still read
+    with pytest.raises(StageError, match=r"evaluate\.kgc\.datasets: nope is not .* choose from " + evaluated[0]):
+        evaluated_datasets(kgc, ["nope"])
+    with pytest.raises(ConfigError):
+        validate_section({"kgc": {"datasets": []}}, EvaluateConfig, section="evaluate")
