@@ -26,6 +26,8 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -195,11 +197,6 @@ def user_cache_entry(gguf_path: Path, source_sha256: str, dtype: str) -> Path:
     return user_cache_dir("models") / f"{gguf_path.stem}-{source_sha256}-{dtype}-v{CONVERTER_VERSION}"
 
 
-def _entry_lock(entry: Path) -> FileLock:
-    """The lock that keeps two processes from writing the same cache entry at once."""
-    return FileLock(f"{entry}.lock")
-
-
 def _copy_dir_atomic(source: Path, dest: Path) -> None:
     """Copy the folder ``source`` onto ``dest`` through a partial folder (``dest`` is never half-written)."""
     tmp = _partial_dir(dest)
@@ -210,41 +207,24 @@ def _copy_dir_atomic(source: Path, dest: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cached_conversion(gguf_path: Path, dtype: str = "float32", *, force: bool = False) -> Path:
-    """The per-user cache entry holding ``gguf_path`` converted to ``dtype``, converted into it first (under a
-    file lock, so parallel processes convert once) when it is missing, incomplete or ``force`` is set."""
-    source_sha256 = sha256_file(gguf_path)
+@contextmanager
+def _locked_entry(gguf_path: Path, source_sha256: str, dtype: str, *, force: bool) -> Iterator[tuple[Path, bool]]:
+    """The per-user cache entry of this conversion, held under its file lock (so parallel processes convert once
+    and never copy an entry while it is replaced), converted into first when it is missing, incomplete or ``force``
+    is set; yields ``(entry, converted)``."""
     entry = user_cache_entry(gguf_path, source_sha256, dtype)
     entry.parent.mkdir(parents=True, exist_ok=True)
-    with _entry_lock(entry):
-        if force or not existing_conversion(entry, source_sha256, dtype, "model.safetensors"):
+    with FileLock(f"{entry}.lock"):
+        converted = force or not existing_conversion(entry, source_sha256, dtype, "model.safetensors")
+        if converted:
             _convert_into(gguf_path, entry, source_sha256=source_sha256, dtype=dtype)
-    return entry
+        yield entry, converted
 
 
-def _copy_from_user_cache(entry: Path, dest: Path, source_sha256: str, dtype: str) -> dict[str, Any] | None:
-    """Copy a complete cache entry into ``dest``; its SOURCE.json, or None when there is none or the copy failed."""
-    if not existing_conversion(entry, source_sha256, dtype, "model.safetensors"):
-        return None
-    try:
-        _copy_dir_atomic(entry, dest)
-    except OSError as exc:  # e.g. the entry was replaced while we copied: convert instead
-        log.warning("could not copy the cached conversion %s (%s); converting again", entry, exc)
-        return None
-    return existing_conversion(dest, source_sha256, dtype, "model.safetensors")
-
-
-def _store_in_user_cache(folder: Path, entry: Path, *, replace: bool) -> None:
-    """Copy a fresh conversion into the per-user cache; a failure costs the next project a conversion, nothing more."""
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with _entry_lock(entry):
-            info = json.loads((folder / "SOURCE.json").read_text())
-            # a complete entry is replaced only on force: another process may be reading it
-            if replace or not existing_conversion(entry, info["source_sha256"], info["dtype"], "model.safetensors"):
-                _copy_dir_atomic(folder, entry)
-    except OSError as exc:  # read-only or full cache folder, lock timeout (a TimeoutError)
-        log.warning("conversion not cached at %s (%s)", entry, exc)
+def cached_conversion(gguf_path: Path, dtype: str = "float32", *, force: bool = False) -> Path:
+    """The per-user cache entry holding ``gguf_path`` converted to ``dtype`` (see :func:`_locked_entry`)."""
+    with _locked_entry(gguf_path, sha256_file(gguf_path), dtype, force=force) as (entry, _):
+        return entry
 
 
 def convert_gguf_model(gguf_path: Path, dest: Path, *, dtype: str = "float32", force: bool = False) -> dict[str, Any]:
@@ -252,21 +232,26 @@ def convert_gguf_model(gguf_path: Path, dest: Path, *, dtype: str = "float32", f
 
     Returns a small description (parameters, source hash, ``reused``, ``from_user_cache``) that is also
     written to SOURCE.json (without those two). Skips the work when ``dest`` already holds the same
-    conversion, and copies it from the per-user cache (:func:`user_cache_entry`) when that holds it;
-    a fresh conversion is stored there. ``force`` converts again and refreshes the cache entry.
+    conversion; otherwise copies it from the per-user cache (:func:`user_cache_entry`), converting into that
+    first when it does not hold it. ``force`` converts again and refreshes the cache entry. A cache that
+    cannot be used (read-only, full, lock timeout) costs a warning and a conversion straight into ``dest``.
     """
     dest = Path(dest)
     source_sha256 = sha256_file(gguf_path)
     if not force and (info := existing_conversion(dest, source_sha256, dtype, "model.safetensors")):
         log.info("%s already holds %s converted to %s; reusing it", dest, gguf_path.name, dtype)
         return info | {"reused": True, "from_user_cache": False}
-    entry = user_cache_entry(gguf_path, source_sha256, dtype)
-    if not force and (info := _copy_from_user_cache(entry, dest, source_sha256, dtype)):
+    try:
+        with _locked_entry(gguf_path, source_sha256, dtype, force=force) as (entry, converted):
+            _copy_dir_atomic(entry, dest)
+    except OSError as exc:  # TimeoutError (the lock) is an OSError too
+        log.warning("conversion not cached in the per-user cache (%s); converting into %s", exc, dest)
+        info = _convert_into(gguf_path, dest, source_sha256=source_sha256, dtype=dtype)
+        return info | {"reused": False, "from_user_cache": False}
+    if not converted:
         log.info("copied the conversion of %s to %s from the user cache %s into %s", gguf_path.name, dtype, entry, dest)
-        return info | {"reused": True, "from_user_cache": True}
-    info = _convert_into(gguf_path, dest, source_sha256=source_sha256, dtype=dtype)
-    _store_in_user_cache(dest, entry, replace=force)
-    return info | {"reused": False, "from_user_cache": False}
+    info = json.loads((dest / "SOURCE.json").read_text())
+    return info | {"reused": not converted, "from_user_cache": not converted}
 
 
 def export_minilm(dest: Path, force: bool = False) -> dict[str, Any]:
