@@ -18,6 +18,9 @@ costs a CPU prefill as much as real tokens). Requests in a batch may differ in e
   the text is cut before the stop string;
 - attention runs with the key/value heads grouped also in padded batches
   (:mod:`pipelines.llm.grouped_attention`: sdpa's own arithmetic without copying the cache per head);
+- on the CPU a ``generate`` shares the intra-op threads (``threads``, or torch's count at load)
+  with the other models of the process generating at the same time
+  (:mod:`pipelines.llm.cpu_threads`: alone it gets them all);
 - a row whose request has ``json_schema`` is constrained by its own xgrammar matcher
   (:class:`pipelines.llm.grammar.GrammarMask`, applied before sampling): every token it picks keeps
   the text a prefix of JSON valid for the schema, and EOS is allowed only once that JSON is complete,
@@ -44,6 +47,7 @@ including EOS, all choices). Counters for tests and benchmarks: ``generate_calls
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -55,11 +59,13 @@ from typing import Any
 
 from pipelines.llm.batching import MicroBatcher
 from pipelines.llm.config import TransformersBackendConfig
+from pipelines.llm.cpu_threads import GENERATES
 from pipelines.llm.grammar import GrammarMask, SchemaGrammars
 from pipelines.llm.grouped_attention import use_grouped_attention
 from pipelines.llm.types import ChatResult, Choice, LLMError, Message, SamplingParams, Usage
 from pipelines.models.chat_encoding import install_remote_code_shims, patch_left_only_pad
 from pipelines.models.fingerprint import folder_fingerprint
+from pipelines.models.load_lock import MODEL_LOADS
 from pipelines.models.remote_code import load_remote_aware
 
 log = logging.getLogger(__name__)
@@ -197,6 +203,7 @@ class TransformersBackend:
         self.tokenizer: Any = None
         self.grammars: SchemaGrammars | None = None
         self.grammar_rejected = 0
+        self.thread_budget = 1  # intra-op threads of a generate alone (set at load; shared while others run)
         self._load_lock = threading.Lock()
         self._grammar_lock = threading.Lock()
         self._batcher: MicroBatcher[_Request, ChatResult] = MicroBatcher(
@@ -209,7 +216,7 @@ class TransformersBackend:
     # -- loading -------------------------------------------------------------------------------
     def load(self) -> None:
         """Load tokenizer, model and adapter once (thread-safe); called by the first request."""
-        with self._load_lock:
+        with self._load_lock, MODEL_LOADS:  # one load per process at a time (see load_lock)
             if self.model is not None:
                 return
             import torch
@@ -218,6 +225,7 @@ class TransformersBackend:
             spec = self.spec
             if spec.threads is not None:
                 torch.set_num_threads(spec.threads)  # process-wide; fewer threads win on a busy CPU
+            self.thread_budget = spec.threads or torch.get_num_threads()
             dtype = "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype)
             tokenizer_source = spec.model
             if spec.adapter and (Path(spec.adapter) / "tokenizer_config.json").exists():
@@ -312,7 +320,8 @@ class TransformersBackend:
         processors = [mask, sampler] if mask else [sampler]  # mask first: sampling sees only allowed tokens
         eos_ids = self._eos_ids()
         device = self.model.device
-        with torch.inference_mode():
+        threads = GENERATES.threads(self.thread_budget) if device.type == "cpu" else contextlib.nullcontext()
+        with threads, torch.inference_mode():
             output = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention.to(device),
