@@ -17,9 +17,11 @@ Returns the metrics (the stage writes ``<reports_dir>/metrics.json``)::
      "tutoring": {"hts": {"tables": {"1" | "2" | "3": {"rows": {one per comparison}, "provenance",
                   "position_preference", ...}}, "raters", ...}, "n", "prompts", "systems", "comparisons", ...},
      "deltas": [bootstrap.delta_row rows], "deltas_provenance": str,
-     "systems": [...], "seconds": {system: s}, "bootstrap": {...}}
+     "systems": [...], "seconds": {system: s, "all": s}, "bootstrap": {...}}
 
-and writes ``<reports_dir>/tables.md`` (the report's own tables of these sections).
+and writes ``<reports_dir>/tables.md`` (the report's own tables of these sections). The systems run
+at the same time, and so do the base and tuned arms of tagging and KGC
+(:mod:`pipelines.evaluation.together`): each system's ``seconds`` overlap, ``all`` is the wall time.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pipelines.evaluation.arms.tagging import evaluate_tagging
 from pipelines.evaluation.arms.tuned import offline_default, require_adapter
 from pipelines.evaluation.arms.tutoring import evaluate_tutoring
 from pipelines.evaluation.report.summary import OFFLINE_BANNER, build_sections
+from pipelines.evaluation.together import run_together
 from pipelines.io import atomic_open
 from pipelines.reporting.render import SummaryHeader, summary_markdown
 
@@ -76,23 +79,29 @@ def tables_markdown(metrics: dict[str, Any]) -> str:
 
 
 async def evaluate_async(cfg: EvaluateConfig, sections: dict[str, Any], root: Path | str = ".") -> dict[str, Any]:
-    """Run the chosen systems one after another (each loads and frees its models)."""
+    """Run the chosen systems at the same time (each loads and frees its models; local CPU models
+    share the cores, :mod:`pipelines.llm.cpu_threads`); a system that fails cancels the others."""
     root = Path(root)
     check_adapters(cfg, root)
     runners = {"tagging": evaluate_tagging, "kgc": evaluate_kgc, "tutoring": evaluate_tutoring}
-    metrics: dict[str, Any] = {}
-    deltas, specs, seconds = [], [], {}
-    for system in cfg.systems:
+    seconds: dict[str, float] = {}
+
+    async def run(system: str) -> dict[str, Any]:
         start = time.perf_counter()
         extra = {}
         if system == "tutoring" and all(k in sections for k in TEAM_SECTIONS):
             extra["kb"] = tuple(sections[k] for k in TEAM_SECTIONS)
         result = await runners[system](sections[SECTION_OF[system]], cfg, root=root, **extra)
         seconds[system] = round(time.perf_counter() - start, 1)
-        metrics[system] = result["section"]
-        deltas += result["deltas"]
-        specs += result["specs"]
         log.info("evaluate: %s done in %.0f s (%d held-out items)", system, seconds[system], result["section"]["n"])
+        return result
+
+    start = time.perf_counter()
+    results = await run_together({system: run(system) for system in cfg.systems})
+    seconds["all"] = round(time.perf_counter() - start, 1)
+    metrics = {system: result["section"] for system, result in results.items()}
+    deltas = [row for result in results.values() for row in result["deltas"]]
+    specs = [spec for result in results.values() for spec in result["specs"]]
     b = cfg.bootstrap
     metrics = {
         "offline_default": offline_default(specs),

@@ -21,6 +21,7 @@ from pipelines.evaluation.arms.tuned import (
     tuned_llm_config,
     tuned_model_name,
 )
+from pipelines.evaluation.together import run_together
 from pipelines.io import read_jsonl
 from pipelines.kgc.config import KGCConfig, OutputsConfig
 from pipelines.kgc.report import items_from_json
@@ -95,13 +96,15 @@ async def evaluate_kgc(kgc: KGCConfig, ev: EvaluateConfig, *, root: Path) -> dic
     trained = sft_sentence_ids(kgc, root, root / ev.sft_dataset)
     out = root / ev.outputs.traces_dir / "kgc"
     tuned_llm = tuned_llm_config(kgc.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
-    arms: dict[str, dict[str, Any]] = {}
-    for arm, llm in (("base", kgc.llm), ("tuned", tuned_llm)):
+
+    async def run(arm: str, llm: Any) -> dict[str, Any]:
         cfgs = {"kgc": arm_config(kgc, ev, llm=llm, folder=out / arm)}
         metrics = await KGC.generate_async(cfgs, root=root, exclude_ids=trained)
         counts = sentence_counts(out / arm)
         check_held_out(counts, trained, system="kgc", where="SFT rows of generate_kgc")
-        arms[arm] = {"metrics": metrics, "counts": counts}
+        return {"metrics": metrics, "counts": counts}
+
+    arms = await run_together({"base": run("base", kgc.llm), "tuned": run("tuned", tuned_llm)})
     base, tuned = arms["base"], arms["tuned"]
     deltas = [
         delta_row(

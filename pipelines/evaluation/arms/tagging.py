@@ -22,6 +22,7 @@ from pipelines.evaluation.arms.tuned import (
     tuned_llm_config,
     tuned_model_name,
 )
+from pipelines.evaluation.together import run_together
 from pipelines.io import read_jsonl
 from pipelines.stage import StageError
 from pipelines.stats.bootstrap import delta_row
@@ -84,8 +85,8 @@ async def evaluate_tagging(tagging: TaggingConfig, ev: EvaluateConfig, *, root: 
     trained, evaluation_ids = trained_and_held_out_ids(tagging, root, root / ev.sft_dataset)
     out = root / ev.outputs.traces_dir / "tagging"
     tuned_llm = tuned_llm_config(tagging.llm, spec.roles, adapter=adapter, backend=spec.tuned_backend)
-    arms: dict[str, dict[str, Any]] = {}
-    for arm, llm in (("base", tagging.llm), ("tuned", tuned_llm)):
+
+    async def run(arm: str, llm: Any) -> dict[str, Any]:
         cfgs = {"tagging": arm_config(tagging, ev, llm=llm, folder=out / arm)}
         metrics = await TAGGING.generate_async(cfgs, root=root)
         items = team_items(out / arm)
@@ -96,7 +97,9 @@ async def evaluate_tagging(tagging: TaggingConfig, ev: EvaluateConfig, *, root: 
                 f"tagging: {len(outside)} evaluated pair(s) are not in the evaluation split of "
                 f"{tagging.outputs.generated_dir}/split.json ({outside[:3]}); rerun generate_tagging with these params"
             )
-        arms[arm] = {"metrics": metrics["systems"]["team"], "items": items, "failed": metrics["failed_samples"]}
+        return {"metrics": metrics["systems"]["team"], "items": items, "failed": metrics["failed_samples"]}
+
+    arms = await run_together({"base": run("base", tagging.llm), "tuned": run("tuned", tuned_llm)})
     base, tuned = arms["base"], arms["tuned"]
     options = ev.bootstrap.model_dump()
     deltas = [

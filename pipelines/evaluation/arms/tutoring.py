@@ -40,6 +40,7 @@ from pipelines.evaluation.arms.tutoring_systems import (
 )
 from pipelines.evaluation.hts.scoring import hts_score
 from pipelines.evaluation.human.pack import write_human_pack
+from pipelines.evaluation.together import run_together
 from pipelines.io import write_jsonl_atomic
 from pipelines.llm.client import LLMRuntime
 from pipelines.llm.config import LLMConfig
@@ -150,8 +151,6 @@ async def evaluate_tutoring(
     runtime = LLMRuntime(llm_cfg, backends=backends)
     judges_runtime = LLMRuntime(cfg.judge_llm, backends=backends) if cfg.judge_llm is not None else runtime
     pairs = cfg.comparisons.pairs()
-    judged: dict[tuple[str, str], dict] = {}
-    items: dict[tuple[str, str], list] = {}
     models_of_judges = judge_models(cfg, llm_cfg)
     try:
         await runtime.preflight()  # every backend of the run, before any call
@@ -163,16 +162,14 @@ async def evaluate_tutoring(
         write_jsonl_atomic(out / "prompts.jsonl", [p.to_row() for p in prompts])
         teams = open_teams(ram2c, cfg, runtime, root=root, kb=kb, retriever=retriever)
         answered = await answer_systems(prompts, runtime, ram2c, cfg, out=out, teams=teams, progress=ev.progress)
-        for pair in pairs:
-            items[pair] = comparison_items(prompts, answered, pair)
-            judged[pair] = await judge_comparison(
-                items[pair],
-                judges_runtime,
-                cfg,
-                key=comparison_key(*pair),
-                out=out,
-                progress=ev.progress,
+        items = {pair: comparison_items(prompts, answered, pair) for pair in pairs}
+        judging = {
+            comparison_key(*pair): judge_comparison(
+                items[pair], judges_runtime, cfg, key=comparison_key(*pair), out=out, progress=ev.progress
             )
+            for pair in pairs
+        }  # every comparison at once: the judges' calls share the judge model's batches
+        judged = dict(zip(pairs, (await run_together(judging)).values(), strict=True))
     finally:
         await runtime.close()
         if judges_runtime is not runtime:

@@ -25,6 +25,7 @@ from typing import Any
 from pipelines.agents import SampleTrace
 from pipelines.agents.harness import GenerationOutputs, System, run_systems
 from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig, TutoringSystem
+from pipelines.evaluation.together import run_together
 from pipelines.ram2c.agents.agent import FOLDER
 from pipelines.ram2c.agents.drafter import ConversationAgent
 from pipelines.ram2c.agents.reply import ReplyOut, parse_reply
@@ -219,13 +220,30 @@ def reply_worker(name: str, cfg: TutoringEvalConfig, ram2c: Ram2cConfig, runtime
     return draft
 
 
+def waves(names: list[str], cfg: TutoringEvalConfig) -> list[list[str]]:
+    """``names`` in waves that can run at the same time: a team's wave comes after its draft's."""
+    done: set[str] = set()
+    waves_: list[list[str]] = []
+    left = list(names)
+    while left:
+        ready = [n for n in left if (s := cfg.system(n)) is None or s.kind != "team" or s.draft in done]
+        if not ready:
+            raise StageError(f"tutoring systems {left}: a team's draft system does not run before it")
+        waves_.append(ready)
+        done.update(ready)
+        left = [n for n in left if n not in done]
+    return waves_
+
+
 async def answer_systems(
     prompts, runtime, ram2c: Ram2cConfig, cfg: TutoringEvalConfig, *, out: Path, teams: dict, progress: bool
 ) -> dict[str, dict[str, str]]:
-    """``{system: {prompt id: reply}}`` for every system that runs (drafts before their teams),
-    each through the harness (see the module docstring); a prompt a system failed is left out."""
+    """``{system: {prompt id: reply}}`` for every system that runs, each through the harness (see
+    the module docstring); a prompt a system failed is left out. The drafters run at the same time,
+    then the teams on their drafts (:func:`waves`): calls to one model share its batches."""
     answered: dict[str, dict[str, str]] = {}
-    for name in cfg.compared():
+
+    async def answer(name: str) -> dict[str, str]:
         worker = reply_worker(name, cfg, ram2c, runtime, teams=teams, answered=answered)
         folder = out / "replies" / name
         report = await run_systems(
@@ -241,5 +259,8 @@ async def answer_systems(
             desc=f"tutoring {name}",
         )
         replies = report.systems[name].predictions
-        answered[name] = {p.id: r for p, r in zip(prompts, replies, strict=True) if r}
-    return answered
+        return {p.id: r for p, r in zip(prompts, replies, strict=True) if r}
+
+    for wave in waves(cfg.compared(), cfg):
+        answered.update(await run_together({name: answer(name) for name in wave}))
+    return {name: answered[name] for name in cfg.compared()}

@@ -11,9 +11,10 @@ import re
 import pytest
 
 from pipelines.config import ConfigError, validate_section
+from pipelines.errors import StageError
 from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.arms.tutoring import evaluate_tutoring
-from pipelines.evaluation.arms.tutoring_systems import system_roles
+from pipelines.evaluation.arms.tutoring_systems import system_roles, waves
 from pipelines.evaluation.evaluate import needed_sections, tables_markdown
 from pipelines.evaluation.report.inputs import evaluate_sections
 from pipelines.evaluation.report.plot_data import plot_rows
@@ -408,3 +409,11 @@ def test_the_docs_example_is_valid_params():
     assert {s.backend.api_key_env for s in cfg.tutoring.systems[1:]} == {"ZHIPUAI_API_KEY"}
     assert needed_sections(cfg) == ["tagging", "kgc", "ram2c", "build_kb", "retrieval"]
     assert list(cfg.tutoring.comparisons.by_table()) == ["1", "2", "3"]
+
+
+def test_drafters_run_together_then_the_teams_on_their_drafts():
+    cfg = configs()[1].tutoring
+    assert waves(cfg.compared(), cfg) == [["tuned", "base", "glm"], ["glm_r", "glm_p_r", "glm_e_r", "glm_pe_r", "glm_r1"]]
+    assert waves(["tuned", "base"], cfg) == [["tuned", "base"]]
+    with pytest.raises(StageError, match=r"\['glm_r'\]: a team's draft system does not run before it"):
+        waves(["tuned", "glm_r"], cfg)
