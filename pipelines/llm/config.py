@@ -185,7 +185,12 @@ class TransformersBackendConfig(_RoleSampling):
     )
     batch_wait_ms: float = Field(10.0, ge=0, description="milliseconds a batch waits for more requests before it runs")
     trust_remote_code: bool = Field(False, description="run the model folder's own Python code (MiniCPM, ChatGLM3)")
-    threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch CPU threads of a generate alone; local models generating at once in one process "
+        "share them (None: torch's default)",
+    )
     split_batch_tokens: int | None = Field(
         1024,
         ge=0,
