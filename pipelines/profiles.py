@@ -35,7 +35,7 @@ import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from pipelines.config import ConfigError
+from pipelines.config import ConfigError, read_yaml
 from pipelines.io import atomic_open
 from pipelines.training.presets import is_preset, is_run_section, preset_profile
 
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         profile = combine_profiles([load_profile(name) for name in args.profiles])
-        params = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))
+        params = read_yaml(Path(args.params))  # YAML 1.2 as the stages read it: `dvc exp run -S` leaves `no` unquoted
         merged = apply_profile(params, profile)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from pipelines.config import ConfigError, section_from_params
 from pipelines.profiles import apply_profile, exp_run_command, load_profile, set_flags
+from pipelines.tagging.config import TaggingConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,3 +99,22 @@ def test_write_keeps_the_comments_and_changes_only_the_profile_keys(tmp_path: Pa
     served = yaml.safe_load((ROOT / "configs/profiles/served.yaml").read_text(encoding="utf-8"))
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     assert yaml.safe_load(written.read_text(encoding="utf-8")) == apply_profile(params, served)
+
+
+def test_write_keeps_yes_and_no_strings_that_dvc_left_unquoted(tmp_path: Path) -> None:
+    """``dvc exp run -S`` rewrites params.yaml with ruamel (YAML 1.2) and leaves ``yes``/``no`` unquoted;
+    read as YAML 1.1 they became booleans, written back as ``true``/``false``, and the tagging stage
+    then refused its own labels."""
+    from pipelines.config import read_yaml
+    from pipelines.profiles import main
+
+    text = (ROOT / "params.yaml").read_text(encoding="utf-8")
+    quoted = 'positive_labels: ["1", "yes", "true", "y", "是"]'
+    assert quoted in text
+    rewritten = tmp_path / "params.yaml"
+    rewritten.write_text(text.replace(quoted, 'positive_labels: ["1", yes, "true", "y", "是"]'), encoding="utf-8")
+    written = tmp_path / "smoke.yaml"
+    assert main(["smoke", "--params", str(rewritten), "--write", str(written)]) == 0
+    labels = read_yaml(written)["tagging"]["data"]["positive_labels"]
+    assert labels == ["1", "yes", "true", "y", "是"]
+    assert section_from_params(read_yaml(written), "tagging", TaggingConfig).data.positive_labels == labels

@@ -36,9 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pipelines import workspace
+from pipelines.config import read_yaml
 from pipelines.evaluation.ablation import estimate
 from pipelines.evaluation.ablation.kgc import PAPER_EXPERIMENTS as KGC_PAPER_EXPERIMENTS
 from pipelines.evaluation.ablation.kgc import kgc_paper_tables
@@ -224,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = Path(args.show_json).read_text(encoding="utf-8")
         else:
             text = subprocess.run(["dvc", "exp", "show", "--json"], check=True, capture_output=True, text=True).stdout
-        params = yaml.safe_load(Path(args.params).read_text(encoding="utf-8")) or {}
+        params = read_yaml(Path(args.params))  # YAML 1.2, as the stages read it
         written = write_tables(json.loads(text), params, output=args.output, offline=args.offline_default)
         print(f"wrote {written} and {written.with_suffix('.md')}", file=sys.stderr)
     if args.action == "all":  # the summary with the tables (reports/ablations.json is a dep of the report stage)
