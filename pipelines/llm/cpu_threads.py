@@ -1,7 +1,7 @@
 """CPU threads shared by the local models that generate at the same time in one process.
 
 A small model decoding on a CPU is bound by memory bandwidth, not arithmetic: on a 2-core machine
-a second intra-op thread makes one SmolLM2 ``generate`` only 10-60 % faster, while two ``generate``
+a second intra-op thread makes one SmolLM2 ``generate`` only 10-20 % faster, while two ``generate``
 calls of two models (an evaluation's base and tuned arms) on one thread each finish 1.4-1.5 times
 sooner than one after the other on two threads each; on two threads each at once they fight for
 the cores. So a ``generate`` on the CPU runs on ``max(1, budget // running)`` intra-op threads,
