@@ -9,7 +9,7 @@ import pytest
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from pipelines.config import ConfigError, section_from_params
+from pipelines.config import ConfigError, read_yaml, section_from_params
 from pipelines.profiles import apply_profile, exp_run_command, load_profile, set_flags
 from pipelines.tagging.config import TaggingConfig
 
@@ -105,7 +105,6 @@ def test_write_keeps_yes_and_no_strings_that_dvc_left_unquoted(tmp_path: Path) -
     """``dvc exp run -S`` rewrites params.yaml with ruamel (YAML 1.2) and leaves ``yes``/``no`` unquoted;
     read as YAML 1.1 they became booleans, written back as ``true``/``false``, and the tagging stage
     then refused its own labels."""
-    from pipelines.config import read_yaml
     from pipelines.profiles import main
 
     text = (ROOT / "params.yaml").read_text(encoding="utf-8")

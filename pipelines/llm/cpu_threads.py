@@ -31,7 +31,6 @@ class SharedCpuThreads:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.running = 0
-        self.last: int | None = None  # the count the latest generate got (tests, logs)
 
     def share(self, budget: int) -> int:
         """Threads for a generate starting now with ``running`` others already in flight."""
@@ -45,7 +44,6 @@ class SharedCpuThreads:
         with self._lock:
             count = self.share(budget)
             self.running += 1
-            self.last = count
         before = torch.get_num_threads()
         torch.set_num_threads(count)
         try:

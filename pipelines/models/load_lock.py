@@ -8,7 +8,7 @@ on the meta device or untied ("lm_head.weight MISSING"). Every heavy load takes 
     with MODEL_LOADS:
         model = AutoModelForCausalLM.from_pretrained(folder)
 
-It is re-entrant, so a load that starts another (a backend loading its adapter) does not block.
+It is re-entrant, so a guarded load nested inside another on the same thread cannot deadlock it.
 """
 
 from __future__ import annotations
