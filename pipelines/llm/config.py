@@ -197,6 +197,11 @@ class TransformersBackendConfig(_RoleSampling):
         description="a batch is split into generate calls of similar prompt length when each extra call "
         "saves more than this many padded prompt tokens (None: one generate per batch)",
     )
+    scheduling: Literal["batch", "continuous"] = Field(
+        "batch",
+        description="batch: one generate per batch, every row waits for its longest; continuous: a row leaves "
+        "when it ends and a waiting request joins at the next step (models with a plain cache; else batch)",
+    )
 
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -7,7 +7,10 @@ queued; a :class:`MicroBatcher` gathers up to ``max_batch_size`` sequences (a re
 ``n > 1`` is ``n`` sequences) waiting at most ``batch_wait_ms`` and runs ONE left-padded
 ``generate`` for them in a thread, or one per group of similar prompt length when that saves more
 than ``split_batch_tokens`` padded prompt tokens per extra call (:func:`length_groups`; padding
-costs a CPU prefill as much as real tokens). Requests in a batch may differ in every sampling setting:
+costs a CPU prefill as much as real tokens). With ``scheduling: continuous`` a
+:class:`pipelines.llm.continuous.ContinuousDecoder` decodes the rows instead: a row leaves when it
+ends and a waiting request joins at the next step, with the same per-row rules as below (models with
+a plain ``DynamicCache``; others fall back to batches). Requests in a batch may differ in every sampling setting:
 
 - sampling is done per row by :class:`RowSampler` (temperature, top-p, and a generator seeded
   from the request's ``seed`` and choice index), so ``temperature == 0`` rows stay greedy and a
@@ -59,6 +62,7 @@ from typing import Any
 
 from pipelines.llm.batching import MicroBatcher
 from pipelines.llm.config import TransformersBackendConfig
+from pipelines.llm.continuous import ContinuousDecoder, Row, draw_token, supports_continuous
 from pipelines.llm.cpu_threads import GENERATES
 from pipelines.llm.grammar import GrammarMask, SchemaGrammars
 from pipelines.llm.grouped_attention import use_grouped_attention
@@ -85,6 +89,15 @@ def backend_identity(spec: TransformersBackendConfig) -> str:
 def row_seed(seed: int, choice: int) -> int:
     """Generator seed of choice ``choice`` of a request seeded with ``seed``."""
     return int.from_bytes(hashlib.sha256(f"{seed}:{choice}".encode()).digest()[:8], "little") >> 1
+
+
+def eos_ids_of(model: Any, tokenizer: Any) -> set[int]:
+    """The token ids that end a reply: the generation config's EOS ids and the tokenizer's."""
+    eos = model.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[Message], model: str) -> list[int]:
@@ -118,21 +131,15 @@ class RowSampler:
         self.rows = rows  # (temperature, top_p, torch.Generator | None) per row
 
     def __call__(self, input_ids, scores):
-        import torch
-
         sampled = [i for i, (temperature, _, _) in enumerate(self.rows) if temperature > 0]
         if not sampled:
             return scores
         out = scores.clone()
         for i in sampled:
             temperature, top_p, generator = self.rows[i]
-            probs = torch.softmax(scores[i].float().cpu() / temperature, dim=-1)
-            ordered, order = probs.sort(descending=True)
-            if top_p < 1.0:
-                ordered = ordered * ((ordered.cumsum(0) - ordered) < top_p)
-            token = order[torch.multinomial(ordered, 1, generator=generator)]
+            token = draw_token(scores[i], temperature, top_p, generator)
             out[i] = float("-inf")
-            out[i, token.to(out.device)] = 0.0
+            out[i, token] = 0.0
         return out
 
 
@@ -204,6 +211,7 @@ class TransformersBackend:
         self.grammars: SchemaGrammars | None = None
         self.grammar_rejected = 0
         self.thread_budget = 1  # intra-op threads of a generate alone (set at load; shared while others run)
+        self.decoder: ContinuousDecoder | None = None  # scheduling: continuous, once loaded
         self._load_lock = threading.Lock()
         self._grammar_lock = threading.Lock()
         self._batcher: MicroBatcher[_Request, ChatResult] = MicroBatcher(
@@ -253,15 +261,45 @@ class TransformersBackend:
             if not spec.trust_remote_code and use_grouped_attention(model):
                 log.debug("%s: sdpa attention with grouped key/value heads (no repeat_kv copy)", self.identity)
             self.tokenizer = tokenizer
+            if spec.scheduling == "continuous":
+                if spec.trust_remote_code or not supports_continuous(model):
+                    log.warning("%s: its cache cannot be joined row by row; scheduling: batch", self.identity)
+                else:
+                    self.decoder = self._continuous_decoder(model, tokenizer)
             self.model = model
             log.info("loaded %s on %s (%s)", self.identity, spec.device, spec.dtype)
 
+    def _continuous_decoder(self, model: Any, tokenizer: Any) -> ContinuousDecoder:
+        eos_ids = eos_ids_of(model, tokenizer)
+        cpu = model.device.type == "cpu"
+        return ContinuousDecoder(
+            model,
+            tokenizer,
+            eos_ids=eos_ids,
+            max_rows=self.spec.max_batch_size,
+            make_row=self._row,
+            finish=lambda job: self._result(job.request, [self._finish(r.tokens, r.ended_at, r.request.params, eos_ids)
+                                                          for r in job.rows]),
+            groups=lambda requests: length_groups(
+                [len(r.prompt_ids) for r in requests], [r.params.n for r in requests], self.spec.split_batch_tokens
+            ),
+            threads=lambda: GENERATES.threads(self.thread_budget) if cpu else contextlib.nullcontext(),
+            wait_s=self.spec.batch_wait_ms / 1000.0,
+        )
+
+    def _row(self, request: _Request, choice: int) -> Row:
+        """A continuous-decoding row of ``request``'s choice ``choice``, with its own matcher and generator."""
+        matcher, vocab = None, 0
+        if request.grammar is not None:
+            import xgrammar as xgr
+
+            matcher, vocab = xgr.GrammarMatcher(request.grammar), request.grammar.tokenizer_info.vocab_size
+        stops = request.params.stop
+        window = 2 * max((len(s) for s in stops), default=0) + 4
+        return Row(request, choice, self._generator(request, choice), matcher, window, vocab=vocab)
+
     def _eos_ids(self) -> set[int]:
-        eos = self.model.generation_config.eos_token_id
-        ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(self.tokenizer.eos_token_id)
-        return ids
+        return eos_ids_of(self.model, self.tokenizer)
 
     def compile_schema(self, schema: dict[str, Any]) -> Any:
         """Compiled grammar of ``schema`` for this model's tokenizer (cached); LLMError if it cannot compile."""
@@ -286,7 +324,10 @@ class TransformersBackend:
             grammar = await asyncio.to_thread(self.compile_schema, params.json_schema)
         prompt_ids = chat_prompt_ids(self.tokenizer, messages, self.spec.model)
         self.requests += 1
-        return await self._batcher.submit(_Request(list(prompt_ids), params, grammar))
+        request = _Request(list(prompt_ids), params, grammar)
+        if self.decoder is not None:
+            return await asyncio.wrap_future(self.decoder.submit(request))
+        return await self._batcher.submit(request)
 
     def _generate_batch(self, requests: list[_Request]) -> list[ChatResult]:
         """The batch's requests in groups of similar prompt length (:func:`length_groups`), one
@@ -342,11 +383,14 @@ class TransformersBackend:
         choices = [self._finish(generated[i], stopper.ended_at[i], r.params, eos_ids) for i, (r, _) in enumerate(rows)]
         results, start = [], 0
         for request in requests:
-            mine = choices[start : start + request.params.n]
+            results.append(self._result(request, choices[start : start + request.params.n]))
             start += request.params.n
-            usage = Usage(prompt_tokens=len(request.prompt_ids), completion_tokens=sum(n for _, n in mine))
-            results.append(ChatResult(choices=[c for c, _ in mine], usage=usage, model=self.identity))
         return results
+
+    def _result(self, request: _Request, choices: list[tuple[Choice, int]]) -> ChatResult:
+        """``request``'s result from its choices and the tokens each really generated."""
+        usage = Usage(prompt_tokens=len(request.prompt_ids), completion_tokens=sum(n for _, n in choices))
+        return ChatResult(choices=[c for c, _ in choices], usage=usage, model=self.identity)
 
     def _generator(self, request: _Request, choice: int) -> Any:
         import torch
@@ -373,7 +417,10 @@ class TransformersBackend:
         return Choice(text=text, finish_reason=reason), used
 
     async def close(self) -> None:
-        """Stop the batching worker and release the model."""
+        """Stop the batching worker (or the continuous decoder) and release the model."""
+        if self.decoder is not None:
+            await asyncio.to_thread(self.decoder.close)
+            self.decoder = None
         try:
             await self._batcher.close()
         except RuntimeError:
