@@ -95,7 +95,7 @@ def test_write_keeps_the_comments_and_changes_only_the_profile_keys(tmp_path: Pa
     old, new = changed[0]
     spec = "{kind: openai, model: Qwen2.5-7B-Instruct, base_urls: [http://127.0.0.1:8000/v1], api_key_env: null}"
     assert old.startswith("  default: {kind: transformers") and new.startswith(f"  default: {spec}")
-    assert "# one generate for up to 24 rows" in new
+    assert "# up to 24 rows decoded together" in new
     served = yaml.safe_load((ROOT / "configs/profiles/served.yaml").read_text(encoding="utf-8"))
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     assert yaml.safe_load(written.read_text(encoding="utf-8")) == apply_profile(params, served)
