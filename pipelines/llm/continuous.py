@@ -196,13 +196,19 @@ class ContinuousDecoder:
 
     # -- admission: prefill the new rows and join their cache to the live rows' -------------------
     def _admit(self, jobs: list[Job]) -> None:
-        for group in self.groups([job.request for job in jobs]):
-            rows = []
-            for index in group:
-                job = jobs[index]
-                job.rows = [self.make_row(job.request, choice) for choice in range(job.request.params.n)]
-                rows.extend((job, row) for row in job.rows)
-            self._prefill(rows)
+        try:
+            for group in self.groups([job.request for job in jobs]):
+                rows = []
+                for index in group:
+                    job = jobs[index]
+                    job.rows = [self.make_row(job.request, choice) for choice in range(job.request.params.n)]
+                    rows.extend((job, row) for row in job.rows)
+                self._prefill(rows)
+        except Exception as exc:  # the admitted requests not yet live see the failure too
+            for job in jobs:
+                if not job.future.done():
+                    job.future.set_exception(exc)
+            raise
 
     def _prefill(self, rows: list[tuple[Job, Row]]) -> None:
         import torch

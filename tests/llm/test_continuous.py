@@ -121,6 +121,25 @@ def test_rows_join_and_leave_between_steps_and_each_token_is_the_rows_own_greedy
     asyncio.run(made.close())
 
 
+def test_a_failed_prefill_fails_its_requests_and_the_next_request_is_answered():
+    made = backend("continuous")
+    prefill = made.decoder._prefill
+
+    def broken(rows):
+        raise RuntimeError("prefill broke")
+
+    async def go():
+        made.decoder._prefill = broken
+        with pytest.raises(RuntimeError, match="prefill broke"):
+            await asyncio.wait_for(made.chat(user("Say hi."), SamplingParams(max_tokens=4)), 60)
+        made.decoder._prefill = prefill
+        result = await asyncio.wait_for(made.chat(user("Say hi."), SamplingParams(max_tokens=4)), 60)
+        await made.close()
+        return result
+
+    assert asyncio.run(go()).usage.completion_tokens >= 1
+
+
 def test_a_plain_cache_model_supports_it_and_an_unknown_scheduling_is_refused():
     made = backend("batch")
     assert supports_continuous(made.model)
