@@ -100,6 +100,11 @@ def eos_ids_of(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
+def stop_window(stops: tuple[str, ...]) -> int:
+    """How many of a row's last generated tokens are decoded to look for one of ``stops``."""
+    return 2 * max((len(s) for s in stops), default=0) + 4
+
+
 def chat_prompt_ids(tokenizer: Any, messages: list[Message], model: str) -> list[int]:
     """Token ids of ``messages`` rendered by the tokenizer's own chat template, ready to generate."""
     try:
@@ -151,7 +156,7 @@ class RowStopper:
         self.prompt_len = prompt_len
         self.max_tokens = max_tokens
         self.stops = stops
-        self.windows = [2 * max((len(s) for s in stop), default=0) + 4 for stop in stops]
+        self.windows = [stop_window(stop) for stop in stops]
         self.ended_at: list[int | None] = [None] * len(max_tokens)
 
     def __call__(self, input_ids, scores, **kwargs):
@@ -294,8 +299,7 @@ class TransformersBackend:
             import xgrammar as xgr
 
             matcher, vocab = xgr.GrammarMatcher(request.grammar), request.grammar.tokenizer_info.vocab_size
-        stops = request.params.stop
-        window = 2 * max((len(s) for s in stops), default=0) + 4
+        window = stop_window(request.params.stop)
         return Row(request, choice, self._generator(request, choice), matcher, window, vocab=vocab)
 
     def _eos_ids(self) -> set[int]:
