@@ -355,7 +355,24 @@ def position_table(number: str, table: Mapping[str, Any]) -> Table | None:
     elif flagged:
         where = "; ".join(flagged)
         note += f" Flag: one position in more than 80% of the decisions of {where}: position bias, not preference."
+    note += untested_note(validity)
     return Table(f"Table {number}: judges' validity", ["Comparison", "Ties", *judges], body, note)
+
+
+def untested_note(validity: Mapping[str, Any]) -> str:
+    """`` Validity not tested ...`` naming the judges of each row that had fewer verdicts than the
+    validity rule needs (they are neither withheld nor shown to pass); empty when every judge was tested."""
+    untested = [
+        f"{j} in {label} ({v.get('verdicts', 0)} verdicts)"
+        for label, row in validity.items()
+        for j, v in (row.get("judges") or {}).items()
+        if v.get("tested") is False
+    ]
+    if not untested:
+        return ""
+    least = min(v.get("min_verdicts", 0) for row in validity.values() for v in (row.get("judges") or {}).values()
+                if v.get("tested") is False)  # fmt: skip
+    return f" Validity not tested (fewer than {least} verdicts, too few to judge): {'; '.join(untested)}."
 
 
 def _ties(validity: Mapping[str, Any] | None) -> str:
@@ -495,7 +512,7 @@ def voters_table(voters: Mapping[str, Any], note: str) -> Table | None:
         return None
     body = [
         [name, str(v.get("verdicts", 0)), str(v.get("constant_verdict")), percent(v.get("constant_share")),
-         percent(v.get("accepted_share")), f"**constant voter**: {v['why']}" if v.get("flagged") else "-"]
+         percent(v.get("accepted_share")), _voter_validity(v)]
         for name, v in voters.items()
     ]  # fmt: skip
     flagged = [name for name, v in voters.items() if v.get("flagged")]
@@ -507,6 +524,14 @@ def voters_table(voters: Mapping[str, Any], note: str) -> Table | None:
         body,
         note + " Shares in %.",
     )
+
+
+def _voter_validity(voter: Mapping[str, Any]) -> str:
+    if voter.get("flagged"):
+        return f"**constant voter**: {voter['why']}"
+    if voter.get("tested") is False:
+        return f"not tested (fewer than {voter.get('min_verdicts', '?')} ballots)"
+    return "-"
 
 
 def _numbers(data: Any, prefix: str = "") -> dict[str, float]:

@@ -54,8 +54,10 @@ def rater_validity(
     rule: ValidityRule | None = None,
 ) -> dict[str, Any]:
     """``{"verdicts", "constant_verdict", "constant_share", "first", "second", "p_value", "flagged",
-    "why"}`` of one rater: ``verdicts`` are its parsed answers (any hashable: a choice, a ballot as a
-    tuple), ``first`` / ``second`` its picks of the first / second position when positions apply."""
+    "why", "tested", "min_verdicts"}`` of one rater: ``verdicts`` are its parsed answers (any hashable: a
+    choice, a ballot as a tuple), ``first`` / ``second`` its picks of the first / second position when
+    positions apply; ``tested`` is false below ``min_verdicts`` (too few verdicts to judge it, so it is not
+    flagged, and a report says so rather than implying it passed)."""
     rule = rule or ValidityRule()
     counts = Counter(verdicts)
     n = sum(counts.values())
@@ -83,4 +85,6 @@ def rater_validity(
         "p_value": p_value,
         "flagged": bool(why),
         "why": "; ".join(why) or None,
+        "tested": n >= rule.min_verdicts,
+        "min_verdicts": rule.min_verdicts,
     }

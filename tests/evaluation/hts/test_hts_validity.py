@@ -113,6 +113,30 @@ def test_constant_judges_are_withheld_and_the_table_says_no_valid_judge():
     assert "Withheld from the scores, kappa and deltas: seed1 (the same verdict 'A'" in validity_table.note
 
 
+def test_judges_with_too_few_verdicts_are_named_as_not_tested():
+    # the smoke run's one held-out item: 3 verdicts per judge, below min_verdicts 6: neither withheld nor passed
+    scored = validated_scores(constant_judgments(1), models=SAME_MODEL, resamples=50)
+    assert scored["withheld"] == [] and scored["scores"]["safety"]["score"] is not None
+    assert [(v["verdicts"], v["tested"], v["flagged"]) for v in scored["validity"].values()] == [(3, False, False)] * 2
+    label = "tuned vs base"
+    table = {
+        "rows": {label: scored["scores"]},
+        "position_preference": {label: scored["position_preference"]},
+        "validity": {label: {"judges": scored["validity"], "ties": {"items": 1, "ties": 0}}},
+    }
+    validity_table = hts_tables({"tables": {"1": table}})[1]
+    assert validity_table.note.endswith(
+        " Validity not tested (fewer than 6 verdicts, too few to judge): "
+        "seed1 in tuned vs base (3 verdicts); seed2 in tuned vs base (3 verdicts)."
+    )
+    tested = judge_validity(constant_judgments(2), rule=ValidityRule(max_constant_share=1.0, alpha=1e-9))
+    assert all(v["tested"] for v in tested.values())
+    table["validity"] = {label: {"judges": tested}}
+    assert "not tested" not in hts_tables({"tables": {"1": table}})[1].note
+    few = voter_validity([("expert", ["yes", "no"])] * 5)
+    assert voters_table(few, "Run.").rows[0][5] == "not tested (fewer than 6 ballots)"
+
+
 def test_a_run_withholds_a_judge_over_all_its_comparisons():
     fair = [  # a third judge that prefers the system on every item: varies with the position
         Judgment(j.item_id, j.dimension, "fair", j.system_position, j.system_position, "better", True)
