@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import jsonschema  # installed with chromadb
 import pytest
@@ -108,15 +107,15 @@ def qwen():
     return tokenizer, SchemaGrammars(tokenizer, vocab_size=len(tokenizer), stop_token_ids=[stop]), stop
 
 
-def test_second_compile_of_a_schema_is_a_fast_cache_hit_and_key_order_matters():
+def test_second_compile_of_a_schema_is_a_cache_hit_and_key_order_matters():
     tokenizer = load_qwen_tokenizer()
     grammars = SchemaGrammars(tokenizer, vocab_size=len(tokenizer), stop_token_ids=[tokenizer.eos_token_id])
     first = grammars.compile(COLOUR)
-    started = time.perf_counter()
+    spent = grammars.compile_seconds
     again = grammars.compile(json.loads(json.dumps(COLOUR)))  # an equal dict, not the same object
-    hit_seconds = time.perf_counter() - started
     assert again is first and (grammars.hits, grammars.misses) == (1, 1)
-    assert hit_seconds < 0.005 and grammars.compile_seconds == grammars.last_compile_seconds > 0
+    # the hit compiled nothing (no wall-clock bound: a loaded machine makes any look-up slow at times)
+    assert grammars.compile_seconds == spent == grammars.last_compile_seconds > 0
     reordered = {**COLOUR, "properties": dict(reversed(COLOUR["properties"].items()))}
     assert schema_key(reordered) != schema_key(COLOUR)  # property order is the order the JSON is written in
     assert grammars.compile(reordered) is not first and grammars.misses == 2
