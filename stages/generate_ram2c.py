@@ -21,7 +21,7 @@ samples than ``max_failed_share``; 2 bad params.
 
 from __future__ import annotations
 
-from pipelines.agents.generate_stage import run_generate_stage
+from pipelines.agents.generate_stage import exit_stage_process, run_generate_stage
 from pipelines.ram2c.interface import TEAM
 
 
@@ -30,4 +30,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_stage_process(main())

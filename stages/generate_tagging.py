@@ -19,7 +19,7 @@ cache), an empty evaluation set or more failed samples than ``max_failed_share``
 
 from __future__ import annotations
 
-from pipelines.agents.generate_stage import run_generate_stage
+from pipelines.agents.generate_stage import exit_stage_process, run_generate_stage
 from pipelines.tagging.interface import TEAM
 
 
@@ -28,4 +28,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_stage_process(main())

@@ -28,10 +28,11 @@ def test_the_code_is_the_exit_status_and_the_objects_are_frozen():
     assert gc.get_freeze_count() == 0
 
 
-def test_a_stage_run_as_a_module_exits_with_its_code(tmp_path):
+@pytest.mark.parametrize("stage", ["generate_kgc", "generate_ram2c", "generate_tagging"])
+def test_a_stage_run_as_a_module_exits_with_its_code(tmp_path, stage):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EDUMAS_TRACKING": "0"}
     done = subprocess.run(
-        [sys.executable, "-m", "stages.generate_kgc", "--params", str(tmp_path / "absent.yaml")],
+        [sys.executable, "-m", f"stages.{stage}", "--params", str(tmp_path / "absent.yaml")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2, done.stderr  # bad params
