@@ -10,9 +10,11 @@ a stage's outputs, when the stage starts (:func:`remove_stale_temporaries_under`
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterable
@@ -31,9 +33,11 @@ def _writer_is_dead(name: str) -> bool:
     """True unless the temporary's name carries a pid that is this process or a live one (a name
     without a pid, of an older writer, counts as dead: its age alone decides)."""
     match = _PID_TMP.match(name)
-    if match is None:
-        return True
-    pid = int(match.group(1))
+    return match is None or _pid_is_dead(int(match.group(1)))
+
+
+def _pid_is_dead(pid: int) -> bool:
+    """True when ``pid`` is neither this process nor a live one."""
     if pid == os.getpid():
         return False
     try:
@@ -103,6 +107,23 @@ def _remove_stale(candidates: Iterable[Path]) -> list[Path]:
             if _is_stale(tmp):
                 tmp.unlink()
                 removed.append(tmp)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def remove_stale_partial_folders(dest: Path | str) -> list[Path]:
+    """Remove the ``<dest>.partial-<pid>`` folders beside ``dest`` that a killed builder left (a folder
+    is built under that name, then renamed onto ``dest``): those whose pid is no live process and that
+    were last changed before this process started; a live builder's folder is never touched."""
+    dest = Path(dest)
+    removed = []
+    for folder in dest.parent.glob(f"{glob.escape(dest.name)}.partial-*"):
+        pid = folder.name[len(dest.name) + len(".partial-") :]
+        try:
+            if pid.isdigit() and _pid_is_dead(int(pid)) and folder.is_dir() and folder.stat().st_mtime < _STARTED:
+                shutil.rmtree(folder)
+                removed.append(folder)
         except FileNotFoundError:
             pass
     return removed

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.io import atomic_open, remove_stale_temporaries, temporary_sibling
+from pipelines.io import atomic_open, remove_stale_partial_folders, remove_stale_temporaries, temporary_sibling
 from pipelines.stage import remove_stale_stage_temporaries, stage_outputs
 
 OLD = 1_000_000_000  # an mtime before this process started
@@ -58,3 +58,23 @@ def test_a_stage_start_removes_its_outputs_stale_temporaries(tmp_path: Path, mon
     assert sorted(remove_stale_stage_temporaries("gen")) == sorted(left)
     assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
     assert remove_stale_stage_temporaries("absent") == []
+
+
+def test_a_model_build_removes_the_partial_folders_killed_builds_left(tmp_path: Path) -> None:
+    from pipelines.models.prepare import _partial_dir
+
+    def folder(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(b"0" * 1024)
+        os.utime(tmp_path / name, (OLD, OLD))
+        return tmp_path / name
+
+    dest = tmp_path / "smollm2"
+    dead = folder(f"smollm2.partial-{_dead_pid()}")
+    alive = folder(f"smollm2.partial-{os.getppid()}")  # a live builder's
+    other = folder(f"smollm2-large.partial-{_dead_pid()}")  # another model's
+    odd = folder("smollm2.partial-notapid")
+    assert remove_stale_partial_folders(dest) == [dead] and not dead.exists()
+    again = folder(dead.name)
+    assert _partial_dir(dest) == tmp_path / f"smollm2.partial-{os.getpid()}"  # the builder clears them first
+    assert not again.exists() and alive.exists() and other.exists() and odd.exists()

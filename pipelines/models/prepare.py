@@ -34,8 +34,8 @@ from typing import Any, Literal
 from filelock import FileLock
 from pydantic import Field
 
+from pipelines.io import apply_umask_modes, remove_stale_partial_folders, user_cache_dir, write_json_atomic
 from pipelines.strict import StrictModel
-from pipelines.io import apply_umask_modes, user_cache_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,9 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def _partial_dir(dest: Path) -> Path:
-    """A fresh sibling folder to build ``dest`` in (unique per process, so runs never collide)."""
+    """A fresh sibling folder to build ``dest`` in (unique per process, so runs never collide); the ones
+    killed runs left are removed first."""
+    remove_stale_partial_folders(dest)
     tmp = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
