@@ -80,6 +80,7 @@ class Job:
     request: Any
     future: concurrent.futures.Future
     rows: list[Row] = field(default_factory=list)
+    abandoned: bool = False  # its caller stopped waiting: its rows leave at the next step, unanswered
 
 
 class ContinuousDecoder:
@@ -113,6 +114,7 @@ class ContinuousDecoder:
         self.steps = 0
         self.grammar_rejected = 0
         self._waiting: deque[Job] = deque()
+        self._abandoned: set[concurrent.futures.Future] = set()  # running requests whose callers left
         self._wake = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -135,6 +137,15 @@ class ContinuousDecoder:
                 self._thread.start()
             self._wake.notify()
         return job.future
+
+    def abandon(self, future: concurrent.futures.Future) -> None:
+        """The caller of ``future`` stopped waiting (its task was cancelled): a waiting request is
+        cancelled; a running one's rows leave the batch before the next step instead of decoding to
+        their end (its future then raises ``CancelledError``)."""
+        if future.cancel() or future.done():
+            return
+        with self._wake:
+            self._abandoned.add(future)
 
     def close(self) -> None:
         """Stop the loop after its current step; unanswered requests are cancelled."""
@@ -176,9 +187,20 @@ class ContinuousDecoder:
             admitted = self._take_admissible()
             if admitted:
                 self._admit(admitted)
+            self._drop_abandoned()
             if not self._rows:
                 return
             self._step()
+
+    def _drop_abandoned(self) -> None:
+        with self._wake:
+            abandoned, self._abandoned = self._abandoned, set()
+        if not abandoned:
+            return
+        for job, row in self._rows:
+            if job.future in abandoned:
+                job.abandoned = row.done = True
+        self._drop_finished()
 
     def _take_admissible(self) -> list[Job]:
         with self._wake:
@@ -322,7 +344,11 @@ class ContinuousDecoder:
         """Answer the jobs whose rows are all done; keep only live rows in the cache and mask."""
         keep = [i for i, (_, row) in enumerate(self._rows) if not row.done]
         for job in {id(job): job for job, row in self._rows if row.done}.values():
-            if all(row.done for row in job.rows) and not job.future.done():
+            if job.future.done() or not all(row.done for row in job.rows):
+                continue
+            if job.abandoned:
+                job.future.set_exception(concurrent.futures.CancelledError())
+            else:
                 job.future.set_result(self.finish(job))
         if len(keep) == len(self._rows):
             return

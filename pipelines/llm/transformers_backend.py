@@ -329,8 +329,14 @@ class TransformersBackend:
         prompt_ids = chat_prompt_ids(self.tokenizer, messages, self.spec.model)
         self.requests += 1
         request = _Request(list(prompt_ids), params, grammar)
-        if self.decoder is not None:
-            return await asyncio.wrap_future(self.decoder.submit(request))
+        decoder = self.decoder
+        if decoder is not None:
+            future = decoder.submit(request)
+            try:
+                return await asyncio.wrap_future(future)
+            except asyncio.CancelledError:  # the caller left: its rows stop decoding
+                decoder.abandon(future)
+                raise
         return await self._batcher.submit(request)
 
     def _generate_batch(self, requests: list[_Request]) -> list[ChatResult]:

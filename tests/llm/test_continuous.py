@@ -145,3 +145,34 @@ def test_a_plain_cache_model_supports_it_and_an_unknown_scheduling_is_refused():
     assert supports_continuous(made.model)
     with pytest.raises(ValueError, match="scheduling"):
         TransformersBackendConfig(kind="transformers", model="m", scheduling="rolling")
+
+
+def test_a_cancelled_request_leaves_the_batch_at_the_next_step_and_the_decoder_goes_on():
+    made = backend("continuous")
+    hi = SamplingParams(max_tokens=6)
+
+    async def run():
+        try:
+            before = await made.chat(user("Say hi."), hi)
+            story = asyncio.create_task(
+                made.chat(user("Write a long story about a ship at sea."), SamplingParams(max_tokens=400))
+            )
+            while made.decoder.steps < 8:
+                await asyncio.sleep(0.005)
+            at_cancel = made.decoder.steps
+            story.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await story
+            for _ in range(2000):  # the row leaves before the next step (not 390 steps later)
+                if not made.decoder._rows:
+                    break
+                await asyncio.sleep(0.005)
+            left_after = made.decoder.steps - at_cancel
+            after = await made.chat(user("Say hi."), hi)
+            return before, left_after, after
+        finally:
+            await made.close()
+
+    before, left_after, after = asyncio.run(run())
+    assert left_after <= 3, left_after
+    assert replies([after]) == replies([before]) and after.choices[0].text  # alone again: the same reply
