@@ -4,7 +4,9 @@
 harness counts, the run's context (pairs, split, pool, baseline details, backbones) and counters
 (per team system: plan truncation and how its numerical sub-constraints were judged), and writes
 ``table.md`` (Table 4 layout, :func:`pipelines.reporting.tables.tagging_table`, the same
-table the summary report shows) and ``metrics.png``. A run and the shard merge both call it.
+table the summary report shows) and ``metrics.png``. A run and the shard merge both call it; a shard
+(``cfg.shard`` active) writes no ``metrics.png``, which the merge draws (a shard process then never
+imports matplotlib: about 1 s of CPU with the drawing).
 """
 
 from __future__ import annotations
@@ -85,5 +87,8 @@ def finish_tagging(
     }
     reports_dir = Path(outputs.reports_dir)
     write_table(reports_dir / "table.md", metrics)
-    write_plot(reports_dir / "metrics.png", metrics_by_system)
+    if cfg.shard.active:  # not one a rerun of older code left: it would not be this run's
+        (reports_dir / "metrics.png").unlink(missing_ok=True)
+    else:
+        write_plot(reports_dir / "metrics.png", metrics_by_system)
     return metrics

@@ -30,8 +30,12 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
     assert generate(["--params", str(params_with_embedding(one))]) == 0
     monkeypatch.chdir(sharded)
     params = params_with_embedding(sharded)
+    stale = sharded / REPORTS / "shards/1-of-3/metrics.png"  # as older code left it
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"old")
     for index in range(3):
         assert generate(["--params", str(params), "--shard", f"{index}/3"]) == 0
+    assert not list((sharded / REPORTS / "shards").rglob("*.png"))  # the merge draws the run's figure
     shard_rows = [
         len((sharded / GENERATED / f"shards/{i}-of-3/predictions.jsonl").read_text().splitlines()) for i in range(3)
     ]
@@ -51,6 +55,7 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, monkeypatch):
         byte_identical={"metrics.json", "failures.json", "table.md"},
         run_state={"usage.json"},
     )
+    assert (sharded / REPORTS / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     metrics = json.loads((sharded / REPORTS / "metrics.json").read_text())
     assert metrics["n_evaluated"] == 6 and metrics["n_generation_run"] == 6
     plans = metrics["systems"]["team"]["plan_truncation"]["plans"]
