@@ -104,3 +104,13 @@ def test_a_role_entry_without_kind_names_its_own_path(tmp_path):
     path = write(tmp_path, "tagging:\n  llm:\n    default: {kind: transformers, model: m}\n    roles: {solver: {}}\n")
     with pytest.raises(ConfigError, match=r"params.yaml:4: tagging.llm.roles.solver.sampling: required key is missing"):
         load_section("tagging", TaggingConfig, path)
+
+
+def test_yaml_1_2_booleans_with_libyaml_where_pyyaml_has_it(tmp_path):
+    import yaml
+
+    from pipelines.config import Yaml12Loader, read_yaml
+
+    path = write(tmp_path, "stage:\n  name: no\n  a: yes\n  b: on\n  c: true\n  d: False\n")
+    assert read_yaml(path) == {"stage": {"name": "no", "a": "yes", "b": "on", "c": True, "d": False}}
+    assert issubclass(Yaml12Loader, yaml.CSafeLoader) == yaml.__with_libyaml__  # the C parser: 5 ms, not 43
