@@ -19,10 +19,9 @@ from typing import Any
 
 from pipelines.evaluation.arms.config import EvaluateConfig
 from pipelines.evaluation.arms.tuned import adapter_under_test, tuned_llm_config, tuned_model_name
-from pipelines.evaluation.arms.tutoring_config import TUNED, TutoringEvalConfig
+from pipelines.evaluation.arms.tutoring_config import TUNED, TutoringEvalConfig, comparison_key
 from pipelines.evaluation.arms.tutoring_judging import (
     comparison_items,
-    comparison_key,
     hts_tables,
     judge_comparison,
     raters_line,

@@ -124,6 +124,11 @@ class ComparisonTables(StrictModel):
         return list(dict.fromkeys(p for pairs in self.by_table().values() for p in pairs))
 
 
+def comparison_key(system: str, baseline: str) -> str:
+    """The folder (and salt of the positions) of one comparison."""
+    return f"{system}_vs_{baseline}"
+
+
 class HumanPackConfig(StrictModel):
     """The human rating pack the stage writes into ``folder``: per rater a blind CSV sheet, one HTML
     form for all raters, and the key (``key.csv``: keep it from the raters). Each rater gets, per
@@ -253,6 +258,14 @@ class TutoringEvalConfig(StrictModel):
                 if system == baseline:
                     raise ValueError(f"comparisons.table_{table}: [{system}, {baseline}] compares a system with itself")
             distinct(f"comparisons.table_{table} pairs", [f"{a} vs {b}" for a, b in pairs])
+        folders: dict[str, tuple[str, str]] = {}
+        for pair in self.comparisons.pairs():  # names may hold "_vs_": two pairs must not share a folder
+            other = folders.setdefault(comparison_key(*pair), pair)
+            if other != pair:
+                raise ValueError(
+                    f"comparisons {list(other)} and {list(pair)} would share the folder {comparison_key(*pair)!r} "
+                    "(and their judges' position order); rename a system so that no name has '_vs_' in it"
+                )
         clash = sorted(known & set(self.hts.roles()))
         if clash:
             raise ValueError(f"system name(s) {clash} are also judge roles (hts.judges[].role); rename the system")

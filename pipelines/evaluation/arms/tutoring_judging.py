@@ -16,18 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.agents.harness import GenerationOutputs, System, run_systems
-from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig
+from pipelines.evaluation.arms.tutoring_config import TutoringEvalConfig, comparison_key
 from pipelines.evaluation.hts.agents.pairwise_judge import make_pairwise_judge
 from pipelines.evaluation.hts.config import build_judges
 from pipelines.evaluation.hts.judging import HTSItem, Judgment, is_tie, item_worker
 from pipelines.evaluation.hts.scoring import hts_scores, judge_validity, position_preference
 from pipelines.io import read_jsonl, write_json_atomic
 from pipelines.stage import StageError
-
-
-def comparison_key(system: str, baseline: str) -> str:
-    """The folder (and salt of the positions) of one comparison."""
-    return f"{system}_vs_{baseline}"
 
 
 def comparison_items(prompts: Sequence[Any], answered: Mapping[str, Mapping[str, str]], pair) -> list[HTSItem]:

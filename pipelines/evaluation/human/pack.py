@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.evaluation.arms.tutoring_judging import comparison_key
+from pipelines.evaluation.arms.tutoring_config import comparison_key
 from pipelines.evaluation.hts.scoring import hts_scores
 from pipelines.evaluation.human.form import write_rating_pack
 from pipelines.evaluation.human.sheets import read_csv, read_ratings

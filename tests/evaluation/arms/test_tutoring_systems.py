@@ -356,6 +356,13 @@ GLM = {"kind": "openai", "model": "glm-4", "base_urls": ["https://open.bigmodel.
         ({"comparisons": {"table_1": [["base", "base"]]}}, "compares a system with itself"),
         ({"comparisons": {"table_1": [["tuned", "base"], ["tuned", "base"]]}}, "table_1 pairs must be distinct"),
         ({"comparisons": {"table_1": []}}, "every table is empty"),
+        (
+            {
+                "systems": [{"name": n, "kind": "reference", "backend": GLM} for n in ("a_vs", "b", "a", "vs_b")],
+                "comparisons": {"table_1": [["tuned", "b"]], "table_2": [["a_vs", "b"]], "table_3": [["a", "vs_b"]]},
+            },
+            r"comparisons \['a_vs', 'b'\] and \['a', 'vs_b'\] would share the folder 'a_vs_vs_b'",
+        ),
         ({"comparisons": {"table_4": []}}, "table_4: unknown key"),
         (
             {"systems": [{"name": "hts_judge", "kind": "base"}], "comparisons": {"table_1": [["tuned", "hts_judge"]]}},
