@@ -288,10 +288,12 @@ def build_datasets(
     card_inputs: list[dict[str, Any]] = [
         {"path": item.path, "kind": item.kind, "exists": False, "required": item.required} for item in missing
     ]
-    rejected: list[dict[str, Any]] = []
     counts: dict[str, Any] = {}
     hashes: dict[str, Any] = {}
-    for kind in KINDS:
+    rejected_by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    datasets: dict[str, tuple[dict[str, list], str | None]] = {}
+    for kind in sorted(KINDS, key=lambda k: k != "dpo"):  # DPO first: its held-out prompts are the SFT rows' check
+        rejected = rejected_by_kind[kind]
         rows, keys, seen, valid, lengths = [], [], set(), [], {}
         removed = Counter()
         for item in (i for i in inputs_present if i.kind == kind):
@@ -333,8 +335,7 @@ def build_datasets(
             )
         rows = filters.apply(rows, kind)
         train, evaluation = split_rows(rows, [prompt_key(row) for row in rows], cfg)
-        if kind == "dpo":
-            train = filters.tutoring(train, valid)
+        train = filters.tutoring(train, valid) if kind == "dpo" else filters.tutoring_sft(train)
         rows = train + evaluation
         removed.update(filters.removed[kind])
         splits = {"train": train, "eval": evaluation}
@@ -343,7 +344,7 @@ def build_datasets(
             kind, facts, removed=removed, examples=filters.examples[kind], target=measure.card_entry(kind),
             token_values=[lengths[r["id"]] for r in rows if r["id"] in lengths],
         )  # fmt: skip
-        save_dataset_dict(splits, kind, Path(cfg.output_dir) / kind, card=hf_card)
+        datasets[kind] = (splits, hf_card)  # saved once every kind has read cleanly: a bad row writes nothing
         counts[kind] = {
             "train": len(train),
             "eval": len(evaluation),
@@ -358,6 +359,13 @@ def build_datasets(
             "make_datasets: %s train=%d eval=%d removed=%s", kind, len(train), len(evaluation), counts[kind]["removed"]
         )
 
+    for kind in KINDS:
+        splits, hf_card = datasets[kind]
+        save_dataset_dict(splits, kind, Path(cfg.output_dir) / kind, card=hf_card)
+    counts, hashes = {kind: counts[kind] for kind in KINDS}, {kind: hashes[kind] for kind in KINDS}  # in KINDS order
+    card_inputs.sort(key=lambda entry: (entry["exists"], KINDS.index(entry["kind"]) if entry["exists"] else 0))
+    rejected = [row for kind in KINDS for row in rejected_by_kind[kind]]
+    filters.in_kind_order()
     card = {
         "targets": {kind: measure.card_entry(kind) for kind in KINDS},
         "seed": cfg.seed,

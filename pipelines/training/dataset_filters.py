@@ -22,7 +22,7 @@ from pipelines.training.decontamination import (
     read_extra_file,
 )
 from pipelines.training.near_duplicates import NearDuplicateConfig, near_duplicates
-from pipelines.training.rows import prompt_key
+from pipelines.training.rows import KINDS, prompt_key
 
 
 def example(row_id: str, detail: str) -> str:
@@ -47,6 +47,7 @@ class RowFilters:
         self.examples: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
         self.removed: dict[str, Counter] = defaultdict(Counter)
         self.tutoring_items = 0
+        self.tutoring_index: ContaminationIndex | None = None  # the held-out tutoring prompts, once the DPO rows split
 
     def note(self, kind: str, name: str, text: str, *, keep: int = 3) -> None:
         """Remember up to ``keep`` examples of rows the filter ``name`` removed."""
@@ -79,15 +80,29 @@ class RowFilters:
         return self._contamination(rows, kind, self.index) if self.index.items else rows
 
     def tutoring(self, train: list[dict[str, Any]], valid: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The DPO train split less rows holding a held-out tutoring prompt."""
+        """The DPO train split less rows holding a held-out tutoring prompt (the DPO prompts not
+        trained on, which ``evaluate`` asks); the prompts are kept for :meth:`tutoring_sft`."""
         if not (self.cfg.enabled and "tutoring" in self.cfg.systems):
             return train
         trained = {prompt_key(row) for row in train}
         held_out = [row for row in valid if prompt_key(row) not in trained]
         items = [EvalItem("tutoring", row["id"], row["prompt"][-1]["content"]) for row in held_out]
-        index = ContaminationIndex(items, self.cfg)
-        self.tutoring_items = len(index.items)
-        return self._contamination(train, "dpo", index) if index.items else train
+        self.tutoring_index = ContaminationIndex(items, self.cfg)
+        self.tutoring_items = len(self.tutoring_index.items)
+        return self._contamination(train, "dpo", self.tutoring_index) if self.tutoring_index.items else train
+
+    def tutoring_sft(self, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The SFT train split less rows holding a held-out tutoring prompt (e.g. generate_ram2c's
+        ``sft.jsonl``, the chosen replies of the same prompts); call after :meth:`tutoring`."""
+        index = self.tutoring_index
+        return self._contamination(train, "sft", index) if index is not None and index.items else train
+
+    def in_kind_order(self) -> None:
+        """Matches and rejected rows of the SFT rows before the DPO rows' (the order the outputs list
+        them in), each kind's in the order found."""
+        rank = {kind: index for index, kind in enumerate(KINDS)}
+        self.matches.sort(key=lambda match: rank[match["kind"]])
+        self.rejected.sort(key=lambda row: rank[row["kind"]])
 
     def summary(self) -> dict[str, Any]:
         """The metrics' ``contamination`` block."""

@@ -245,6 +245,28 @@ def test_dpo_train_rows_holding_a_held_out_tutoring_prompt_are_dropped(tmp_path,
     assert all(not index.overlaps(r["prompt"][-1]["content"]) for r in data["train"])
 
 
+def test_sft_train_rows_holding_a_held_out_tutoring_prompt_are_dropped(tmp_path, qwen_tokenizer):
+    # generate_ram2c's sft.jsonl as an SFT input: the chosen replies of the prompts its DPO pairs hold
+    topics = ["seasons on Earth", "adding fractions", "photosynthesis in leaves", "the water cycle",
+              "prime numbers", "gravity on the Moon", "volcanoes and plates", "electric circuits"]  # fmt: skip
+    prompts = [f"Can you explain {t} to me step by step, please? I keep getting confused about it." for t in topics]
+    dpo_rows = [ram2c(i, prompt) for i, prompt in enumerate(prompts)]
+    sft_rows = [sft(i, prompt, CLEAN_REPLY, source="ram2c") for i, prompt in enumerate(prompts)]
+    metrics = build(tmp_path, qwen_tokenizer, sft_rows, dpo_rows, eval_fraction=0.25)
+    from datasets import load_from_disk
+
+    dpo, chat = load_from_disk(str(tmp_path / "train" / "dpo")), load_from_disk(str(tmp_path / "train" / "sft"))
+    held_out = {r["prompt"][-1]["content"] for r in dpo["eval"]}
+    trained = {m["content"] for r in chat["train"] for m in r["prompt"] if m["role"] == "user"}
+    assert held_out and not held_out & trained  # no evaluated tutoring prompt in the SFT training rows
+    dropped = metrics["counts"]["sft"]["removed"]["contaminated"]
+    assert dropped >= 1 and metrics["counts"]["sft"]["train"] + metrics["counts"]["sft"]["eval"] == 8 - dropped
+    matches = read_jsonl(tmp_path / "train" / "contamination.jsonl")
+    assert [(m["kind"], m["item_set"]) for m in matches] == [("sft", "tutoring")] * dropped  # DPO's own: none
+    rejected = read_jsonl(tmp_path / "reports" / "rejected.jsonl")
+    assert [r["kind"] for r in rejected] == ["sft"] * dropped
+
+
 def test_mathdial_as_an_extra_evaluation_file():
     mathdial = ROOT.parent / "shared" / "data" / "tutoring" / "mathdial_test.jsonl"
     if not mathdial.is_file():
