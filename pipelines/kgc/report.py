@@ -20,7 +20,7 @@ from pipelines.io import atomic_open
 from pipelines.kgc.schema import Argument, Entity, Event, Triple
 from pipelines.kgc.scoring import score
 from pipelines.kgc.table2 import gain, matching_note, system_label, table2
-from pipelines.reporting.plots import kgc_rounds_plot
+from pipelines.reporting.plots import figure_unless_shard, kgc_rounds_plot
 
 CORRECTION_KEYS = ("appeared", "appeared_correct", "appeared_from_peer", "disappeared", "disappeared_correct")
 
@@ -186,10 +186,7 @@ def write_reports(reports_dir: Path, metrics: dict[str, Any], data: dict[str, An
     writer.writerows(rows)
     with atomic_open(reports_dir / "rounds.csv") as handle:
         handle.write(buffer.getvalue())
-    if plot:
-        write_rounds_plot(reports_dir / "rounds.png", rows)
-    else:  # not one a rerun of older code left: it would not be this run's
-        (reports_dir / "rounds.png").unlink(missing_ok=True)
+    figure_unless_shard(reports_dir / "rounds.png", lambda path: write_rounds_plot(path, rows), shard=not plot)
 
 
 def write_rounds_plot(path: Path, rows: list[dict[str, Any]]) -> None:

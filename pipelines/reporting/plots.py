@@ -13,7 +13,7 @@ black error bars, and training runs on axes of their own (SFT and DPO losses dif
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,16 @@ def save_figure(fig, path: Path | str) -> Path:
         fig.savefig(handle, format="png", bbox_inches="tight")
     plt.close(fig)
     return Path(path)
+
+
+def figure_unless_shard(path: Path, draw: Callable[[Path], Any], *, shard: bool) -> None:
+    """``draw(path)``; a shard draws nothing (the merge draws the run's figure from the merged rows, and
+    the shard process never imports matplotlib) and removes a figure an older run left at ``path``,
+    which would not be this run's."""
+    if shard:
+        path.unlink(missing_ok=True)
+    else:
+        draw(path)
 
 
 def legend_outside(ax, *, columns: int = 1) -> None:

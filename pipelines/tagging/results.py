@@ -16,6 +16,7 @@ from typing import Any
 
 from pipelines.agents.harness import GenerationOutputs, HarnessReport
 from pipelines.io import read_jsonl
+from pipelines.reporting.plots import figure_unless_shard
 from pipelines.tagging.backbones import sizes, split_system, system_names
 from pipelines.tagging.config import TaggingConfig
 from pipelines.tagging.metrics import scored_metrics, scored_metrics_by_group
@@ -87,8 +88,6 @@ def finish_tagging(
     }
     reports_dir = Path(outputs.reports_dir)
     write_table(reports_dir / "table.md", metrics)
-    if cfg.shard.active:  # not one a rerun of older code left: it would not be this run's
-        (reports_dir / "metrics.png").unlink(missing_ok=True)
-    else:
-        write_plot(reports_dir / "metrics.png", metrics_by_system)
+    draw = lambda path: write_plot(path, metrics_by_system)  # noqa: E731
+    figure_unless_shard(reports_dir / "metrics.png", draw, shard=cfg.shard.active)
     return metrics
