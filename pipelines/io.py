@@ -50,7 +50,12 @@ def _pid_is_dead(pid: int) -> bool:
 
 
 def _is_stale(tmp: Path) -> bool:
-    return tmp.is_file() and _writer_is_dead(tmp.name) and tmp.stat().st_mtime < _STARTED
+    return tmp.is_file() and _writer_is_dead(tmp.name) and _before_this_process(tmp)
+
+
+def _before_this_process(path: Path) -> bool:
+    """Last changed before this process started (so no writer of this process, whatever the pid)."""
+    return path.stat().st_mtime < _STARTED
 
 
 def _umask() -> int:
@@ -121,7 +126,7 @@ def remove_stale_partial_folders(dest: Path | str) -> list[Path]:
     for folder in dest.parent.glob(f"{glob.escape(dest.name)}.partial-*"):
         pid = folder.name[len(dest.name) + len(".partial-") :]
         try:
-            if pid.isdigit() and _pid_is_dead(int(pid)) and folder.is_dir() and folder.stat().st_mtime < _STARTED:
+            if pid.isdigit() and _pid_is_dead(int(pid)) and folder.is_dir() and _before_this_process(folder):
                 shutil.rmtree(folder)
                 removed.append(folder)
         except FileNotFoundError:
