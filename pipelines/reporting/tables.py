@@ -362,16 +362,15 @@ def position_table(number: str, table: Mapping[str, Any]) -> Table | None:
 def untested_note(validity: Mapping[str, Any]) -> str:
     """`` Validity not tested ...`` naming the judges of each row that had fewer verdicts than the
     validity rule needs (they are neither withheld nor shown to pass); empty when every judge was tested."""
-    untested = [
-        f"{j} in {label} ({v.get('verdicts', 0)} verdicts)"
+    untested = {
+        f"{j} in {label} ({v.get('verdicts', 0)} verdicts)": v.get("min_verdicts", 0)
         for label, row in validity.items()
         for j, v in (row.get("judges") or {}).items()
         if v.get("tested") is False
-    ]
+    }
     if not untested:
         return ""
-    least = min(v.get("min_verdicts", 0) for row in validity.values() for v in (row.get("judges") or {}).values()
-                if v.get("tested") is False)  # fmt: skip
+    least = min(untested.values())
     return f" Validity not tested (fewer than {least} verdicts, too few to judge): {'; '.join(untested)}."
 
 
